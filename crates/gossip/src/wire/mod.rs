@@ -1,0 +1,1 @@
+//! memberlist wire codec.
