@@ -1,0 +1,653 @@
+//! The announcer: which VIPs this node owns, on which interfaces, and what to say about them.
+//!
+//! # Calling order
+//!
+//! Like quinn-proto's `Connection`, an [`Announcer`] only reacts to calls:
+//! 1. feed it facts: [`Announcer::set_interface`] / [`Announcer::remove_interface`] as links come
+//!    and go, [`Announcer::set_owned`] whenever ownership changes, [`Announcer::handle_frame`] for
+//!    each received frame, and [`Announcer::handle_timeout`] once the instant from
+//!    [`Announcer::poll_timeout`] has passed;
+//! 2. after each call, drain [`Announcer::poll_transmit`] and send the frames on their
+//!    interfaces, then re-read [`Announcer::poll_timeout`].
+//!
+//! `now` must never go backwards between calls. Calling `handle_timeout` early is harmless.
+//!
+//! # What it answers
+//!
+//! - ARP requests sent to broadcast or to the receiving interface's MAC, for an owned IPv4 VIP
+//!   whose interface set includes the receiving interface: a reply from that interface's MAC.
+//! - Neighbour solicitations for an owned IPv6 VIP, sent to its solicited-node group *or*
+//!   unicast to the VIP itself (routers' reachability probes), with hop limit 255: an
+//!   advertisement with S=1 and O=1 (we own the address; we are not a proxy), sourced from the
+//!   VIP itself so that no link-local address is needed. Duplicate address detection probes
+//!   (from `::`) are answered to all-nodes with S=0, O=1, which defends the VIP.
+//! - Nothing else, and nothing at all for a VIP it does not own: losing a VIP also drops any
+//!   frame about it still queued.
+//!
+//! On takeover, and whenever an interface appears, comes back or changes MAC, it sends a round
+//! of gratuitous ARP (a request and a reply) or an unsolicited advertisement (O=1, to all-nodes)
+//! at once, then more rounds on the [`Config::takeover_rounds`] schedule, then optionally one
+//! every [`Config::refresh_interval`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+use crate::frames::{self, NdiscAddressing};
+use crate::wire::ethernet::{self, Address as EthernetAddress, EtherType};
+use crate::wire::ndisc::NeighborFlags;
+use crate::wire::{arp, icmpv6, ipv6, ndisc};
+
+/// Tunables. [`Config::default`] is what the daemon uses unless told otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// When to send gratuitous rounds after a takeover, as offsets from it. The first is
+    /// normally zero. Rounds past one second matter: Linux ignores a gratuitous ARP that would
+    /// change a neighbour entry updated less than `locktime` (1 s by default) ago.
+    pub takeover_rounds: Vec<Duration>,
+    /// If set, keep sending a round this often after the takeover rounds, so that switch
+    /// forwarding tables and neighbour caches never age the VIP out (MetalLB #2910).
+    pub refresh_interval: Option<Duration>,
+    /// Set the R (router) flag in advertisements: true when the node forwards IPv6 traffic.
+    pub router: bool,
+    /// At most this many frames wait in the transmit queue; more are dropped and counted, so a
+    /// flood of requests cannot grow memory without bound.
+    pub max_queued_transmits: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            takeover_rounds: [0, 100, 300, 1_000, 2_000, 4_000]
+                .into_iter()
+                .map(Duration::from_millis)
+                .collect(),
+            refresh_interval: None,
+            router: false,
+            max_queued_transmits: 4096,
+        }
+    }
+}
+
+/// What the announcer needs to know about a network interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Its name, matched against each VIP's [`InterfaceSet`].
+    pub name: String,
+    /// Its MAC: answers and announcements on it carry this address.
+    pub mac: EthernetAddress,
+    /// Whether to speak ARP (IPv4 VIPs) on it.
+    pub arp: bool,
+    /// Whether to speak Neighbour Discovery (IPv6 VIPs) on it.
+    pub ndp: bool,
+}
+
+/// The interfaces a VIP may be announced on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum InterfaceSet {
+    /// Every interface the driver hands in.
+    #[default]
+    All,
+    /// Only interfaces with these names.
+    Only(BTreeSet<String>),
+}
+
+impl InterfaceSet {
+    /// Whether an interface with this name belongs to the set.
+    pub fn contains(&self, name: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(names) => names.contains(name),
+        }
+    }
+}
+
+/// A VIP this node owns, and where to announce it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vip {
+    /// The address.
+    pub addr: IpAddr,
+    /// Where it may be announced.
+    pub interfaces: InterfaceSet,
+}
+
+/// Why a frame is being sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransmitKind {
+    /// An answer to an ARP request.
+    ArpReply,
+    /// An answer to a neighbour solicitation.
+    NeighborAdvert,
+    /// A gratuitous ARP request or reply.
+    GratuitousArp,
+    /// An unsolicited neighbour advertisement.
+    UnsolicitedNeighborAdvert,
+}
+
+/// A frame to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// The interface to send it on.
+    pub ifindex: u32,
+    /// The VIP it is about.
+    pub vip: IpAddr,
+    /// Why it is sent.
+    pub kind: TransmitKind,
+    /// The whole Ethernet frame.
+    pub frame: Vec<u8>,
+}
+
+/// Counters. Every received frame lands in exactly one of `malformed`, `ignored`,
+/// `ndisc_bad_hop_limit`, `not_owned`, `wrong_interface`, `conflicts`, `arp_requests_answered`
+/// or `neighbor_solicits_answered`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Frames handed to [`Announcer::handle_frame`].
+    pub frames_received: u64,
+    /// Frames that were truncated, inconsistent, had a bad checksum or broke an RFC rule.
+    pub malformed: u64,
+    /// Well-formed frames that ask nothing of us (other protocols, replies, other
+    /// destinations, our own frames, unknown interfaces).
+    pub ignored: u64,
+    /// Neighbour Discovery messages dropped because their hop limit was not 255.
+    pub ndisc_bad_hop_limit: u64,
+    /// Questions about an address this node does not own.
+    pub not_owned: u64,
+    /// Questions about an owned VIP on an interface it is not announced on.
+    pub wrong_interface: u64,
+    /// Another host claimed one of our VIPs (gratuitous ARP or advertisement with another MAC).
+    pub conflicts: u64,
+    /// ARP requests answered.
+    pub arp_requests_answered: u64,
+    /// Neighbour solicitations answered.
+    pub neighbor_solicits_answered: u64,
+    /// Gratuitous ARP frames queued (two per round: a request and a reply).
+    pub gratuitous_arp_sent: u64,
+    /// Unsolicited neighbour advertisements queued.
+    pub unsolicited_na_sent: u64,
+    /// Frames dropped because the transmit queue was full.
+    pub transmit_queue_full: u64,
+}
+
+/// Where a VIP stands in its announcement schedule on one interface.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    started: Instant,
+    /// Index of the next takeover round.
+    round: usize,
+    next_at: Option<Instant>,
+}
+
+/// What to do with one received frame.
+enum Verdict {
+    Malformed,
+    Ignored,
+    BadHopLimit,
+    NotOwned,
+    WrongInterface,
+    Conflict,
+    Answer(Transmit),
+}
+
+/// The sans-IO ARP/NDP announcer. See the [module docs](self) for the calling order.
+#[derive(Debug)]
+pub struct Announcer {
+    config: Config,
+    interfaces: BTreeMap<u32, Interface>,
+    owned: BTreeMap<IpAddr, InterfaceSet>,
+    schedules: BTreeMap<(IpAddr, u32), Schedule>,
+    queue: VecDeque<Transmit>,
+    stats: Stats,
+}
+
+impl Announcer {
+    /// An announcer with no interfaces and no VIPs.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            interfaces: BTreeMap::new(),
+            owned: BTreeMap::new(),
+            schedules: BTreeMap::new(),
+            queue: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The VIPs currently owned.
+    pub fn owned(&self) -> impl Iterator<Item = (&IpAddr, &InterfaceSet)> {
+        self.owned.iter()
+    }
+
+    /// The interfaces currently known.
+    pub fn interfaces(&self) -> impl Iterator<Item = (u32, &Interface)> {
+        self.interfaces.iter().map(|(index, iface)| (*index, iface))
+    }
+
+    /// The solicited-node multicast groups an interface must receive: one per owned IPv6 VIP
+    /// announced on it. The driver joins exactly these, and leaves the rest.
+    pub fn solicited_node_groups(&self, ifindex: u32) -> BTreeSet<Ipv6Addr> {
+        self.owned
+            .keys()
+            .filter_map(|addr| match addr {
+                IpAddr::V6(v6) if self.is_eligible(*addr, ifindex) => {
+                    Some(ipv6::solicited_node(*v6))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Adds or updates an interface. A new interface, or one whose MAC changed, gets a fresh
+    /// takeover series for every owned VIP announced on it.
+    pub fn set_interface(&mut self, now: Instant, ifindex: u32, iface: Interface) {
+        let mac_changed = self
+            .interfaces
+            .get(&ifindex)
+            .is_none_or(|old| old.mac != iface.mac);
+        self.interfaces.insert(ifindex, iface);
+        if mac_changed {
+            // Frames built with the old MAC must not go out; restart from now.
+            self.schedules.retain(|(_, index), _| *index != ifindex);
+            self.queue.retain(|t| t.ifindex != ifindex);
+        }
+        self.reconcile(now);
+    }
+
+    /// Forgets an interface (it went away, went down or stopped qualifying). Anything queued
+    /// for it is dropped.
+    pub fn remove_interface(&mut self, ifindex: u32) {
+        self.interfaces.remove(&ifindex);
+        self.schedules.retain(|(_, index), _| *index != ifindex);
+        self.queue.retain(|t| t.ifindex != ifindex);
+    }
+
+    /// Replaces the set of owned VIPs. Newly owned VIPs start their takeover series at once.
+    /// VIPs no longer owned go silent at once: their schedules and any queued frames about them
+    /// are dropped. VIPs owned before and after keep their schedules.
+    pub fn set_owned(&mut self, now: Instant, vips: impl IntoIterator<Item = Vip>) {
+        self.owned = vips
+            .into_iter()
+            .map(|vip| (vip.addr, vip.interfaces))
+            .collect();
+        self.reconcile(now);
+    }
+
+    /// Restarts the takeover series of every owned VIP on every interface, for when the caller
+    /// has reason to think the network forgot us (e.g. a partition healed).
+    pub fn reannounce(&mut self, now: Instant) {
+        self.schedules.clear();
+        self.reconcile(now);
+    }
+
+    /// Handles one received frame. Malformed or unwanted frames are counted in [`Stats`] and
+    /// dropped; this never fails and never panics, whatever the bytes.
+    pub fn handle_frame(&mut self, _now: Instant, ifindex: u32, bytes: &[u8]) {
+        self.stats.frames_received += 1;
+        let verdict = self.judge(ifindex, bytes);
+        let stats = &mut self.stats;
+        match verdict {
+            Verdict::Malformed => stats.malformed += 1,
+            Verdict::Ignored => stats.ignored += 1,
+            Verdict::BadHopLimit => stats.ndisc_bad_hop_limit += 1,
+            Verdict::NotOwned => stats.not_owned += 1,
+            Verdict::WrongInterface => stats.wrong_interface += 1,
+            Verdict::Conflict => stats.conflicts += 1,
+            Verdict::Answer(transmit) => {
+                match transmit.kind {
+                    TransmitKind::ArpReply => stats.arp_requests_answered += 1,
+                    _ => stats.neighbor_solicits_answered += 1,
+                }
+                self.enqueue(transmit);
+            }
+        }
+    }
+
+    /// Sends the rounds that are due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: Vec<(IpAddr, u32)> = self
+            .schedules
+            .iter()
+            .filter(|(_, s)| s.next_at.is_some_and(|at| at <= now))
+            .map(|(key, _)| *key)
+            .collect();
+        for (addr, ifindex) in due {
+            self.send_round(addr, ifindex);
+            if let Some(schedule) = self.schedules.get_mut(&(addr, ifindex)) {
+                schedule.round += 1;
+                schedule.next_at = match self.config.takeover_rounds.get(schedule.round) {
+                    Some(offset) => Some(schedule.started + *offset),
+                    None => self.config.refresh_interval.map(|every| now + every),
+                };
+            }
+        }
+    }
+
+    /// The next frame to send, if any.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.queue.pop_front()
+    }
+
+    /// When [`Announcer::handle_timeout`] should next be called, if ever.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.schedules.values().filter_map(|s| s.next_at).min()
+    }
+
+    fn is_eligible(&self, addr: IpAddr, ifindex: u32) -> bool {
+        let (Some(set), Some(iface)) = (self.owned.get(&addr), self.interfaces.get(&ifindex))
+        else {
+            return false;
+        };
+        let family = match addr {
+            IpAddr::V4(_) => iface.arp,
+            IpAddr::V6(_) => iface.ndp,
+        };
+        family && iface.mac.is_unicast() && set.contains(&iface.name)
+    }
+
+    /// Brings schedules and the queue in line with `owned` and `interfaces`.
+    fn reconcile(&mut self, now: Instant) {
+        let eligible: BTreeSet<(IpAddr, u32)> = self
+            .owned
+            .keys()
+            .flat_map(|addr| self.interfaces.keys().map(move |index| (*addr, *index)))
+            .filter(|(addr, index)| self.is_eligible(*addr, *index))
+            .collect();
+        self.schedules.retain(|key, _| eligible.contains(key));
+        self.queue
+            .retain(|t| eligible.contains(&(t.vip, t.ifindex)));
+        for key in eligible {
+            let first = self.config.takeover_rounds.first().copied();
+            self.schedules.entry(key).or_insert_with(|| Schedule {
+                started: now,
+                round: 0,
+                next_at: first
+                    .or(self.config.refresh_interval)
+                    .map(|offset| now + offset),
+            });
+        }
+    }
+
+    fn enqueue(&mut self, transmit: Transmit) {
+        if self.queue.len() >= self.config.max_queued_transmits {
+            self.stats.transmit_queue_full += 1;
+        } else {
+            self.queue.push_back(transmit);
+        }
+    }
+
+    /// Queues one round of gratuitous frames for `addr` on `ifindex`.
+    fn send_round(&mut self, addr: IpAddr, ifindex: u32) {
+        let Some(mac) = self.interfaces.get(&ifindex).map(|iface| iface.mac) else {
+            return;
+        };
+        match addr {
+            IpAddr::V4(vip) => {
+                for (operation, target_mac) in [
+                    (arp::Operation::Request, EthernetAddress::default()),
+                    (arp::Operation::Reply, EthernetAddress::BROADCAST),
+                ] {
+                    let frame = frames::arp_frame(
+                        mac,
+                        EthernetAddress::BROADCAST,
+                        &arp::Repr {
+                            operation,
+                            source_hardware_addr: mac,
+                            source_protocol_addr: vip,
+                            target_hardware_addr: target_mac,
+                            target_protocol_addr: vip,
+                        },
+                    );
+                    self.stats.gratuitous_arp_sent += 1;
+                    self.enqueue(Transmit {
+                        ifindex,
+                        vip: addr,
+                        kind: TransmitKind::GratuitousArp,
+                        frame,
+                    });
+                }
+            }
+            IpAddr::V6(vip) => {
+                let frame = self.advertisement(
+                    mac,
+                    vip,
+                    EthernetAddress::from_ipv6_multicast(ipv6::ALL_NODES),
+                    ipv6::ALL_NODES,
+                    NeighborFlags::OVERRIDE,
+                );
+                self.stats.unsolicited_na_sent += 1;
+                self.enqueue(Transmit {
+                    ifindex,
+                    vip: addr,
+                    kind: TransmitKind::UnsolicitedNeighborAdvert,
+                    frame,
+                });
+            }
+        }
+    }
+
+    fn advertisement(
+        &self,
+        mac: EthernetAddress,
+        vip: Ipv6Addr,
+        dst_mac: EthernetAddress,
+        dst_ip: Ipv6Addr,
+        flags: NeighborFlags,
+    ) -> Vec<u8> {
+        let flags = if self.config.router {
+            flags | NeighborFlags::ROUTER
+        } else {
+            flags
+        };
+        frames::ndisc_frame(
+            &NdiscAddressing {
+                src_mac: mac,
+                dst_mac,
+                src_ip: vip,
+                dst_ip,
+                hop_limit: ipv6::NDISC_HOP_LIMIT,
+            },
+            &ndisc::Repr::NeighborAdvert {
+                flags,
+                target_addr: vip,
+                lladdr: Some(mac),
+            },
+        )
+    }
+
+    /// Decides what one received frame deserves. Pure: counters are updated by the caller.
+    fn judge(&self, ifindex: u32, bytes: &[u8]) -> Verdict {
+        let Some(iface) = self.interfaces.get(&ifindex) else {
+            return Verdict::Ignored;
+        };
+        let Ok(frame) = ethernet::Frame::new_checked(bytes) else {
+            return Verdict::Malformed;
+        };
+        if frame.src_addr() == iface.mac {
+            // Our own frame, looped back to a packet socket.
+            return Verdict::Ignored;
+        }
+        match frame.ethertype() {
+            EtherType::Arp => self.judge_arp(ifindex, iface, &frame),
+            EtherType::Ipv6 => self.judge_ndisc(ifindex, iface, &frame),
+            _ => Verdict::Ignored,
+        }
+    }
+
+    /// Whether `addr` is owned here, and announced on `ifindex`.
+    fn ownership(&self, addr: IpAddr, ifindex: u32) -> Result<(), Verdict> {
+        if !self.owned.contains_key(&addr) {
+            Err(Verdict::NotOwned)
+        } else if !self.is_eligible(addr, ifindex) {
+            Err(Verdict::WrongInterface)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn judge_arp(
+        &self,
+        ifindex: u32,
+        iface: &Interface,
+        frame: &ethernet::Frame<&[u8]>,
+    ) -> Verdict {
+        let Ok(packet) = arp::Packet::new_checked(frame.payload()) else {
+            return Verdict::Malformed;
+        };
+        let Ok(repr) = arp::Repr::parse(&packet) else {
+            return Verdict::Malformed;
+        };
+        let sender_claims_ours = self
+            .owned
+            .contains_key(&IpAddr::V4(repr.source_protocol_addr))
+            && repr.source_hardware_addr != iface.mac;
+        if repr.operation != arp::Operation::Request {
+            return if sender_claims_ours {
+                Verdict::Conflict
+            } else {
+                Verdict::Ignored
+            };
+        }
+        if repr.source_protocol_addr == repr.target_protocol_addr {
+            // A gratuitous request is an announcement, not a question.
+            return if sender_claims_ours {
+                Verdict::Conflict
+            } else {
+                Verdict::Ignored
+            };
+        }
+        let dst = frame.dst_addr();
+        if !(dst.is_broadcast() || dst == iface.mac) || !repr.source_hardware_addr.is_unicast() {
+            return Verdict::Ignored;
+        }
+        let vip: Ipv4Addr = repr.target_protocol_addr;
+        if let Err(verdict) = self.ownership(IpAddr::V4(vip), ifindex) {
+            return verdict;
+        }
+        let reply = arp::Repr {
+            operation: arp::Operation::Reply,
+            source_hardware_addr: iface.mac,
+            source_protocol_addr: vip,
+            target_hardware_addr: repr.source_hardware_addr,
+            target_protocol_addr: repr.source_protocol_addr,
+        };
+        Verdict::Answer(Transmit {
+            ifindex,
+            vip: IpAddr::V4(vip),
+            kind: TransmitKind::ArpReply,
+            frame: frames::arp_frame(iface.mac, repr.source_hardware_addr, &reply),
+        })
+    }
+
+    fn judge_ndisc(
+        &self,
+        ifindex: u32,
+        iface: &Interface,
+        frame: &ethernet::Frame<&[u8]>,
+    ) -> Verdict {
+        let Ok(packet) = ipv6::Packet::new_checked(frame.payload()) else {
+            return Verdict::Malformed;
+        };
+        let Ok(ip) = ipv6::Repr::parse(&packet) else {
+            return Verdict::Malformed;
+        };
+        if ip.next_header != ipv6::NextHeader::Icmpv6 {
+            return Verdict::Ignored;
+        }
+        let Ok(icmp) = icmpv6::Packet::new_checked(packet.payload()) else {
+            return Verdict::Malformed;
+        };
+        if !matches!(
+            icmp.msg_type(),
+            icmpv6::Message::NeighborSolicit | icmpv6::Message::NeighborAdvert
+        ) {
+            return Verdict::Ignored;
+        }
+        if ip.hop_limit != ipv6::NDISC_HOP_LIMIT {
+            // RFC 4861 7.1.1: it may have come from off-link.
+            return Verdict::BadHopLimit;
+        }
+        let Ok(icmpv6::Repr::Ndisc(message)) = icmpv6::Repr::parse(ip.src_addr, ip.dst_addr, &icmp)
+        else {
+            return Verdict::Malformed;
+        };
+        if ip.src_addr.is_multicast() {
+            return Verdict::Malformed;
+        }
+        let (target, lladdr) = match message {
+            ndisc::Repr::NeighborAdvert {
+                target_addr,
+                lladdr,
+                ..
+            } => {
+                let claims_ours = self.owned.contains_key(&IpAddr::V6(target_addr))
+                    && lladdr.is_some_and(|mac| mac != iface.mac);
+                return if claims_ours {
+                    Verdict::Conflict
+                } else {
+                    Verdict::Ignored
+                };
+            }
+            ndisc::Repr::NeighborSolicit {
+                target_addr,
+                lladdr,
+            } => (target_addr, lladdr),
+        };
+        let dad = ip.src_addr.is_unspecified();
+        // RFC 4861 7.1.1: a DAD probe goes to a solicited-node group and carries no SLLA.
+        if dad && (lladdr.is_some() || !ipv6::is_solicited_node(ip.dst_addr)) {
+            return Verdict::Malformed;
+        }
+        if ip.dst_addr != ipv6::solicited_node(target) && ip.dst_addr != target {
+            return Verdict::Ignored;
+        }
+        let eth_dst = frame.dst_addr();
+        let eth_dst_ok = eth_dst == iface.mac
+            || (ip.dst_addr.is_multicast()
+                && eth_dst == EthernetAddress::from_ipv6_multicast(ip.dst_addr));
+        if !eth_dst_ok {
+            return Verdict::Ignored;
+        }
+        if let Err(verdict) = self.ownership(IpAddr::V6(target), ifindex) {
+            return verdict;
+        }
+        let (dst_mac, dst_ip, flags) = if dad {
+            // RFC 4861 7.2.4: answer a DAD probe to all-nodes, without S.
+            (
+                EthernetAddress::from_ipv6_multicast(ipv6::ALL_NODES),
+                ipv6::ALL_NODES,
+                NeighborFlags::OVERRIDE,
+            )
+        } else {
+            (
+                lladdr.unwrap_or_else(|| frame.src_addr()),
+                ip.src_addr,
+                NeighborFlags::SOLICITED | NeighborFlags::OVERRIDE,
+            )
+        };
+        if !dst_mac.is_multicast() && !dst_mac.is_unicast() {
+            return Verdict::Malformed;
+        }
+        Verdict::Answer(Transmit {
+            ifindex,
+            vip: IpAddr::V6(target),
+            kind: TransmitKind::NeighborAdvert,
+            frame: self.advertisement(iface.mac, target, dst_mac, dst_ip, flags),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,506 @@
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::frames;
+use crate::wire::ethernet::{self, Address as EthernetAddress};
+use crate::wire::ndisc::NeighborFlags;
+use crate::wire::{arp, icmpv6, ipv6, ndisc};
+
+const ETH0: u32 = 2;
+const ETH1: u32 = 3;
+const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xaa, 0x01]);
+const OUR_MAC_1: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xaa, 0x02]);
+const CLIENT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xcc, 0x01]);
+const VIP4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
+const CLIENT4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x100);
+const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+
+fn iface(name: &str, mac: EthernetAddress) -> Interface {
+    Interface {
+        name: name.into(),
+        mac,
+        arp: true,
+        ndp: true,
+    }
+}
+
+fn vip(addr: impl Into<IpAddr>) -> Vip {
+    Vip {
+        addr: addr.into(),
+        interfaces: InterfaceSet::All,
+    }
+}
+
+/// An announcer on eth0 (and eth1), owning both VIPs, with the takeover burst drained.
+fn owning(t0: Instant) -> Announcer {
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_interface(t0, ETH1, iface("eth1", OUR_MAC_1));
+    a.set_owned(t0, [vip(VIP4), vip(VIP6)]);
+    drain(&mut a);
+    a
+}
+
+fn drain(a: &mut Announcer) -> Vec<Transmit> {
+    std::iter::from_fn(|| a.poll_transmit()).collect()
+}
+
+fn arp_of(frame: &[u8]) -> (ethernet::Repr, arp::Repr) {
+    let eth = ethernet::Frame::new_checked(frame).unwrap();
+    let repr = arp::Repr::parse(&arp::Packet::new_checked(eth.payload()).unwrap()).unwrap();
+    (ethernet::Repr::parse(&eth).unwrap(), repr)
+}
+
+fn ndisc_of(frame: &[u8]) -> (ethernet::Repr, ipv6::Repr, ndisc::Repr) {
+    let eth = ethernet::Frame::new_checked(frame).unwrap();
+    let ip = ipv6::Packet::new_checked(eth.payload()).unwrap();
+    let ip_repr = ipv6::Repr::parse(&ip).unwrap();
+    let icmp = icmpv6::Packet::new_checked(ip.payload()).unwrap();
+    let icmpv6::Repr::Ndisc(message) =
+        icmpv6::Repr::parse(ip_repr.src_addr, ip_repr.dst_addr, &icmp).unwrap();
+    (ethernet::Repr::parse(&eth).unwrap(), ip_repr, message)
+}
+
+fn ns(dst_mac: EthernetAddress, dst_ip: Ipv6Addr, hop_limit: u8) -> Vec<u8> {
+    frames::ndisc_frame(
+        &NdiscAddressing {
+            src_mac: CLIENT_MAC,
+            dst_mac,
+            src_ip: CLIENT6,
+            dst_ip,
+            hop_limit,
+        },
+        &ndisc::Repr::NeighborSolicit {
+            target_addr: VIP6,
+            lladdr: Some(CLIENT_MAC),
+        },
+    )
+}
+
+#[test]
+fn answers_broadcast_arp_request_for_owned_vip() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    a.handle_frame(t0, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ifindex, ETH0);
+    assert_eq!(out[0].kind, TransmitKind::ArpReply);
+    let (eth, reply) = arp_of(&out[0].frame);
+    assert_eq!(eth.src_addr, OUR_MAC);
+    assert_eq!(eth.dst_addr, CLIENT_MAC);
+    assert_eq!(
+        reply,
+        arp::Repr {
+            operation: arp::Operation::Reply,
+            source_hardware_addr: OUR_MAC,
+            source_protocol_addr: VIP4,
+            target_hardware_addr: CLIENT_MAC,
+            target_protocol_addr: CLIENT4,
+        }
+    );
+    assert_eq!(a.stats().arp_requests_answered, 1);
+
+    // The same question on the other interface is answered with that interface's MAC.
+    a.handle_frame(t0, ETH1, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    let out = drain(&mut a);
+    assert_eq!(arp_of(&out[0].frame).1.source_hardware_addr, OUR_MAC_1);
+}
+
+#[test]
+fn answers_unicast_arp_to_our_mac_only() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    let mut request = frames::arp_request(CLIENT_MAC, CLIENT4, VIP4);
+    request[..6].copy_from_slice(OUR_MAC.as_bytes());
+    a.handle_frame(t0, ETH0, &request);
+    assert_eq!(drain(&mut a).len(), 1);
+    request[..6].copy_from_slice(&[0x02, 0, 0, 0, 0xdd, 0xdd]);
+    a.handle_frame(t0, ETH0, &request);
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.stats().ignored, 1);
+}
+
+#[test]
+fn silent_for_vips_not_owned_and_on_other_interfaces() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    a.handle_frame(
+        t0,
+        ETH0,
+        &frames::arp_request(CLIENT_MAC, CLIENT4, Ipv4Addr::new(198, 18, 0, 101)),
+    );
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.stats().not_owned, 1);
+
+    a.set_owned(
+        t0,
+        [Vip {
+            addr: VIP4.into(),
+            interfaces: InterfaceSet::Only(["eth1".to_string()].into()),
+        }],
+    );
+    drain(&mut a);
+    a.handle_frame(t0, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.stats().wrong_interface, 1);
+    // Unknown interface index: ignored.
+    a.handle_frame(t0, 99, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    assert!(drain(&mut a).is_empty());
+}
+
+#[test]
+fn ignores_replies_gratuitous_and_own_frames_but_counts_conflicts() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    // Someone else's gratuitous ARP for our VIP.
+    let garp = frames::arp_request(CLIENT_MAC, VIP4, VIP4);
+    a.handle_frame(t0, ETH0, &garp);
+    // Our own request looped back.
+    a.handle_frame(t0, ETH0, &frames::arp_request(OUR_MAC, CLIENT4, VIP4));
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.stats().conflicts, 1);
+    assert_eq!(a.stats().ignored, 1);
+}
+
+#[test]
+fn answers_multicast_and_unicast_solicitations_with_solicited_override() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    let group = ipv6::solicited_node(VIP6);
+    for request in [
+        ns(EthernetAddress::from_ipv6_multicast(group), group, 255),
+        ns(OUR_MAC, VIP6, 255),
+    ] {
+        a.handle_frame(t0, ETH0, &request);
+        let out = drain(&mut a);
+        assert_eq!(out.len(), 1, "one answer");
+        assert_eq!(out[0].kind, TransmitKind::NeighborAdvert);
+        let (eth, ip, message) = ndisc_of(&out[0].frame);
+        assert_eq!(eth.src_addr, OUR_MAC);
+        assert_eq!(eth.dst_addr, CLIENT_MAC);
+        assert_eq!(ip.src_addr, VIP6);
+        assert_eq!(ip.dst_addr, CLIENT6);
+        assert_eq!(ip.hop_limit, 255);
+        assert_eq!(
+            message,
+            ndisc::Repr::NeighborAdvert {
+                flags: NeighborFlags::SOLICITED | NeighborFlags::OVERRIDE,
+                target_addr: VIP6,
+                lladdr: Some(OUR_MAC),
+            }
+        );
+    }
+    assert_eq!(a.stats().neighbor_solicits_answered, 2);
+}
+
+#[test]
+fn router_flag_follows_config() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config {
+        router: true,
+        ..Config::default()
+    });
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP6)]);
+    a.handle_timeout(t0);
+    let out = drain(&mut a);
+    let (_, _, message) = ndisc_of(&out[0].frame);
+    let ndisc::Repr::NeighborAdvert { flags, .. } = message else {
+        panic!("not an advertisement")
+    };
+    assert_eq!(flags, NeighborFlags::ROUTER | NeighborFlags::OVERRIDE);
+}
+
+#[test]
+fn drops_solicitations_with_hop_limit_below_255() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    a.handle_frame(t0, ETH0, &ns(OUR_MAC, VIP6, 64));
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.stats().ndisc_bad_hop_limit, 1);
+}
+
+#[test]
+fn ignores_solicitations_to_other_groups_or_macs() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    let wrong_group: Ipv6Addr = "ff02::1:ff00:1".parse().unwrap();
+    a.handle_frame(
+        t0,
+        ETH0,
+        &ns(
+            EthernetAddress::from_ipv6_multicast(wrong_group),
+            wrong_group,
+            255,
+        ),
+    );
+    a.handle_frame(t0, ETH0, &ns(CLIENT_MAC, VIP6, 255));
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.stats().ignored, 2);
+}
+
+#[test]
+fn defends_vip_against_duplicate_address_detection() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    let group = ipv6::solicited_node(VIP6);
+    let probe = frames::ndisc_frame(
+        &NdiscAddressing {
+            src_mac: CLIENT_MAC,
+            dst_mac: EthernetAddress::from_ipv6_multicast(group),
+            src_ip: Ipv6Addr::UNSPECIFIED,
+            dst_ip: group,
+            hop_limit: 255,
+        },
+        &ndisc::Repr::NeighborSolicit {
+            target_addr: VIP6,
+            lladdr: None,
+        },
+    );
+    a.handle_frame(t0, ETH0, &probe);
+    let out = drain(&mut a);
+    let (eth, ip, message) = ndisc_of(&out[0].frame);
+    assert_eq!(ip.dst_addr, ipv6::ALL_NODES);
+    assert_eq!(eth.dst_addr, EthernetAddress([0x33, 0x33, 0, 0, 0, 1]));
+    assert!(matches!(
+        message,
+        ndisc::Repr::NeighborAdvert { flags, .. } if flags == NeighborFlags::OVERRIDE
+    ));
+}
+
+#[test]
+fn takeover_sends_at_once_then_a_series_then_stops() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP4), vip(VIP6)]);
+    assert_eq!(a.poll_timeout(), Some(t0));
+    a.handle_timeout(t0);
+    let out = drain(&mut a);
+    // A gratuitous request and reply for the IPv4 VIP, one unsolicited NA for the IPv6 VIP.
+    assert_eq!(out.len(), 3);
+    let (eth, garp) = arp_of(&out[0].frame);
+    assert_eq!(eth.dst_addr, EthernetAddress::BROADCAST);
+    assert_eq!(garp.operation, arp::Operation::Request);
+    assert_eq!(garp.source_protocol_addr, VIP4);
+    assert_eq!(garp.target_protocol_addr, VIP4);
+    assert_eq!(arp_of(&out[1].frame).1.operation, arp::Operation::Reply);
+    let (eth, ip, message) = ndisc_of(&out[2].frame);
+    assert_eq!(eth.dst_addr, EthernetAddress([0x33, 0x33, 0, 0, 0, 1]));
+    assert_eq!(ip.dst_addr, ipv6::ALL_NODES);
+    assert_eq!(
+        message,
+        ndisc::Repr::NeighborAdvert {
+            flags: NeighborFlags::OVERRIDE,
+            target_addr: VIP6,
+            lladdr: Some(OUR_MAC)
+        }
+    );
+
+    // Walk the virtual clock through the whole series.
+    let mut rounds = 1;
+    while let Some(at) = a.poll_timeout() {
+        assert!(at >= t0);
+        a.handle_timeout(at);
+        assert_eq!(drain(&mut a).len(), 3);
+        rounds += 1;
+        assert!(rounds <= 10, "series must end");
+    }
+    assert_eq!(rounds, Config::default().takeover_rounds.len());
+}
+
+#[test]
+fn periodic_refresh_keeps_going() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config {
+        takeover_rounds: vec![Duration::ZERO],
+        refresh_interval: Some(Duration::from_secs(30)),
+        ..Config::default()
+    });
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP4)]);
+    a.handle_timeout(t0);
+    assert_eq!(drain(&mut a).len(), 2);
+    for n in 1..=5u32 {
+        let at = a.poll_timeout().unwrap();
+        assert_eq!(at, t0 + Duration::from_secs(30) * n);
+        a.handle_timeout(at);
+        assert_eq!(drain(&mut a).len(), 2);
+    }
+}
+
+#[test]
+fn losing_ownership_is_silent_at_once() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP4), vip(VIP6)]);
+    a.handle_timeout(t0);
+    // A question arrives, its answer is queued, then ownership is lost before the driver drains.
+    a.handle_frame(t0, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    a.set_owned(t0, [vip(VIP6)]);
+    let out = drain(&mut a);
+    assert!(out.iter().all(|t| t.vip == IpAddr::V6(VIP6)));
+    a.set_owned(t0, []);
+    assert_eq!(a.poll_timeout(), None);
+    a.handle_frame(t0, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    a.handle_frame(t0, ETH0, &ns(OUR_MAC, VIP6, 255));
+    a.handle_timeout(t0 + Duration::from_secs(10));
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.solicited_node_groups(ETH0).len(), 0);
+}
+
+#[test]
+fn new_interface_and_mac_change_restart_the_series() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP4), vip(VIP6)]);
+    a.handle_timeout(t0);
+    drain(&mut a);
+
+    let t1 = t0 + Duration::from_secs(60);
+    // Series on eth0 is over; an interface that appears now gets its own.
+    while let Some(at) = a.poll_timeout() {
+        a.handle_timeout(at);
+    }
+    drain(&mut a);
+    a.set_interface(t1, ETH1, iface("eth1", OUR_MAC_1));
+    assert_eq!(a.poll_timeout(), Some(t1));
+    a.handle_timeout(t1);
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 3);
+    assert!(out.iter().all(|t| t.ifindex == ETH1));
+    assert_eq!(
+        a.solicited_node_groups(ETH1),
+        [ipv6::solicited_node(VIP6)].into()
+    );
+
+    // Same interface, same MAC: no new series. New MAC: a new series with the new MAC.
+    a.set_interface(t1, ETH0, iface("eth0", OUR_MAC));
+    a.handle_timeout(t1);
+    assert!(drain(&mut a).is_empty());
+    let new_mac = EthernetAddress([0x02, 0, 0, 0, 0xaa, 0x09]);
+    a.set_interface(t1, ETH0, iface("eth0", new_mac));
+    a.handle_timeout(t1);
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 3);
+    assert_eq!(arp_of(&out[0].frame).0.src_addr, new_mac);
+
+    // An interface that goes away takes its queue with it.
+    a.handle_frame(t1, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    a.remove_interface(ETH0);
+    assert!(drain(&mut a).is_empty());
+}
+
+#[test]
+fn family_flags_select_responders() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(
+        t0,
+        ETH0,
+        Interface {
+            arp: false,
+            ..iface("eth0", OUR_MAC)
+        },
+    );
+    a.set_owned(t0, [vip(VIP4), vip(VIP6)]);
+    a.handle_timeout(t0);
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].vip, IpAddr::V6(VIP6));
+    a.handle_frame(t0, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    assert!(drain(&mut a).is_empty());
+}
+
+#[test]
+fn transmit_queue_is_bounded() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config {
+        max_queued_transmits: 4,
+        ..Config::default()
+    });
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP4)]);
+    for _ in 0..10 {
+        a.handle_frame(t0, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    }
+    assert_eq!(drain(&mut a).len(), 4);
+    assert_eq!(a.stats().transmit_queue_full, 6);
+}
+
+#[test]
+fn every_truncation_of_valid_questions_is_dropped_and_counted() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    let group = ipv6::solicited_node(VIP6);
+    let questions = [
+        frames::arp_request(CLIENT_MAC, CLIENT4, VIP4),
+        ns(EthernetAddress::from_ipv6_multicast(group), group, 255),
+    ];
+    let mut fed = 0;
+    for question in &questions {
+        for len in 0..question.len() {
+            a.handle_frame(t0, ETH0, &question[..len]);
+            fed += 1;
+        }
+    }
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.stats().malformed, fed);
+}
+
+fn accounted(stats: &Stats) -> u64 {
+    stats.malformed
+        + stats.ignored
+        + stats.ndisc_bad_hop_limit
+        + stats.not_owned
+        + stats.wrong_interface
+        + stats.conflicts
+        + stats.arp_requests_answered
+        + stats.neighbor_solicits_answered
+}
+
+proptest! {
+    #[test]
+    fn any_bytes_are_handled_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let t0 = Instant::now();
+        let mut a = owning(t0);
+        a.handle_frame(t0, ETH0, &bytes);
+        drain(&mut a);
+        prop_assert_eq!(accounted(a.stats()), a.stats().frames_received);
+    }
+
+    #[test]
+    fn mutated_questions_are_handled_without_panic(
+        which in 0usize..3,
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+        cut in any::<usize>(),
+    ) {
+        let t0 = Instant::now();
+        let mut a = owning(t0);
+        let group = ipv6::solicited_node(VIP6);
+        let mut frame = match which {
+            0 => frames::arp_request(CLIENT_MAC, CLIENT4, VIP4),
+            1 => ns(EthernetAddress::from_ipv6_multicast(group), group, 255),
+            _ => ns(OUR_MAC, VIP6, 255),
+        };
+        for (at, value) in flips {
+            let len = frame.len();
+            frame[at % len] = value;
+        }
+        let keep = cut % (frame.len() + 1);
+        a.handle_frame(t0, ETH0, &frame[..keep]);
+        for t in drain(&mut a) {
+            // Whatever we answer parses back.
+            let eth = ethernet::Frame::new_checked(&t.frame[..]).unwrap();
+            prop_assert_eq!(eth.src_addr(), OUR_MAC);
+        }
+        prop_assert_eq!(accounted(a.stats()), a.stats().frames_received);
+    }
+}
