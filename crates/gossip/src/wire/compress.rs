@@ -12,11 +12,151 @@ pub const LZW: u8 = 0;
 /// built for a single datagram, so 1 MiB is generous and bounds a bomb's memory.
 pub const MAX_PACKET_DECOMPRESSED: usize = 1 << 20;
 
-/// LZW-compresses `data` into a raw stream (no msgpack wrapping).
+/// LZW-compresses `data` into a raw stream (no msgpack wrapping), byte for byte as Go's
+/// `compress/lzw` writer does.
+///
+/// Go's writer differs from other LZW encoders in one place that shows on the wire: it resets
+/// the dictionary (sending a clear code) as soon as the next free code would be 4095, one code
+/// earlier than a 12-bit table strictly needs. We follow it so that our compressed output is
+/// identical to Go's.
 pub fn lzw_compress(data: &[u8]) -> Vec<u8> {
-    weezl::encode::Encoder::new(BitOrder::Lsb, 8)
-        .encode(data)
-        .expect("weezl's encoder only fails on invalid configuration")
+    let mut encoder = LzwEncoder::new(data.len());
+    encoder.write(CLEAR);
+    let mut bytes = data.iter();
+    if let Some(&first) = bytes.next() {
+        let mut prefix = u16::from(first);
+        for &byte in bytes {
+            if let Some(code) = encoder.table.get(prefix, byte) {
+                prefix = code;
+                continue;
+            }
+            encoder.write(prefix);
+            if encoder.next_code_or_reset() {
+                encoder.table.insert(prefix, byte, encoder.hi);
+            }
+            prefix = u16::from(byte);
+        }
+        encoder.write(prefix);
+        encoder.next_code_or_reset();
+    }
+    encoder.write(END);
+    encoder.finish()
+}
+
+const CLEAR: u16 = 256;
+const END: u16 = 257;
+/// Go resets when its highest assigned code reaches this value.
+const RESET_AT: u16 = 4095;
+
+struct LzwEncoder {
+    out: Vec<u8>,
+    bits: u32,
+    nbits: u32,
+    width: u32,
+    /// The highest code assigned so far (257 = END right after a reset).
+    hi: u16,
+    table: LzwTable,
+}
+
+impl LzwEncoder {
+    fn new(input_len: usize) -> Self {
+        Self {
+            out: Vec::with_capacity(input_len / 2 + 8),
+            bits: 0,
+            nbits: 0,
+            width: 9,
+            hi: END,
+            table: LzwTable::new(),
+        }
+    }
+
+    /// Emits a code at the current width, least significant bit first.
+    fn write(&mut self, code: u16) {
+        self.bits |= u32::from(code) << self.nbits;
+        self.nbits += self.width;
+        while self.nbits >= 8 {
+            self.out.push(self.bits as u8);
+            self.bits >>= 8;
+            self.nbits -= 8;
+        }
+    }
+
+    /// Takes the next code; widens codes when it needs another bit, and resets the dictionary
+    /// (returning false) when the table is full.
+    fn next_code_or_reset(&mut self) -> bool {
+        self.hi += 1;
+        if u32::from(self.hi) == 1 << self.width {
+            self.width += 1;
+        }
+        if self.hi == RESET_AT {
+            self.write(CLEAR);
+            self.width = 9;
+            self.hi = END;
+            self.table.clear();
+            return false;
+        }
+        true
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.nbits > 0 {
+            self.out.push(self.bits as u8);
+        }
+        self.out
+    }
+}
+
+/// The dictionary: (prefix code, next byte) -> code, in an open-addressed table big enough
+/// that it never fills (at most 4095 - 258 entries live at once).
+struct LzwTable {
+    slots: Vec<u32>,
+}
+
+impl LzwTable {
+    const SLOTS: usize = 1 << 13;
+    const EMPTY: u32 = u32::MAX;
+
+    fn new() -> Self {
+        Self {
+            slots: vec![Self::EMPTY; Self::SLOTS],
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots.fill(Self::EMPTY);
+    }
+
+    fn key(prefix: u16, byte: u8) -> u32 {
+        (u32::from(prefix) << 8) | u32::from(byte)
+    }
+
+    fn start(key: u32) -> usize {
+        (key.wrapping_mul(0x9E37_79B1) >> 19) as usize & (Self::SLOTS - 1)
+    }
+
+    fn get(&self, prefix: u16, byte: u8) -> Option<u16> {
+        let key = Self::key(prefix, byte);
+        let mut i = Self::start(key);
+        loop {
+            let slot = self.slots[i];
+            if slot == Self::EMPTY {
+                return None;
+            }
+            if slot >> 12 == key {
+                return Some((slot & 0xfff) as u16);
+            }
+            i = (i + 1) & (Self::SLOTS - 1);
+        }
+    }
+
+    fn insert(&mut self, prefix: u16, byte: u8, code: u16) {
+        let key = Self::key(prefix, byte);
+        let mut i = Self::start(key);
+        while self.slots[i] != Self::EMPTY {
+            i = (i + 1) & (Self::SLOTS - 1);
+        }
+        self.slots[i] = (key << 12) | u32::from(code);
+    }
 }
 
 /// Decompresses a raw LZW stream, producing at most `limit` bytes. Streams without the end
@@ -82,6 +222,23 @@ mod tests {
             hex::decode("0982a4416c676f00a3427566ab00e9949943278d9b330101").unwrap()
         );
         assert_eq!(decode(&out[1..], 100).unwrap().0, b"testing");
+    }
+
+    #[test]
+    fn round_trips_through_many_dictionary_resets() {
+        let mut x = 0x1234_5678u32;
+        let noisy: Vec<u8> = (0..100_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 7) as u8 * 37
+            })
+            .collect();
+        for data in [&b""[..], b"a", b"aaaaaaaaaaaaaaaaaaaaaaaaa", &noisy] {
+            let packed = lzw_compress(data);
+            assert_eq!(lzw_decompress(&packed, usize::MAX).unwrap(), data);
+        }
     }
 
     #[test]

@@ -133,8 +133,8 @@ pub struct Ping {
 pub struct IndirectPing {
     /// The originator's sequence number, echoed in the relayed ack or nack.
     pub seq_no: u32,
-    /// Target IP, 4 or 16 bytes.
-    pub target: Vec<u8>,
+    /// Target IP, 4 or 16 bytes; `None` is Go's nil.
+    pub target: Option<Vec<u8>>,
     /// Target port.
     pub port: u16,
     /// Target name.
@@ -190,14 +190,15 @@ pub struct Alive {
     pub incarnation: u32,
     /// The node's name.
     pub node: String,
-    /// Its IP exactly as it advertises it (4 or 16 bytes); peers compare these bytes.
-    pub addr: Vec<u8>,
+    /// Its IP exactly as it advertises it (4 or 16 bytes); peers compare these bytes. `None`
+    /// is Go's nil.
+    pub addr: Option<Vec<u8>>,
     /// Its gossip port.
     pub port: u16,
     /// Application metadata; `None` is Go's nil.
     pub meta: Option<Vec<u8>>,
-    /// `[pmin, pmax, pcur, dmin, dmax, dcur]`, normally 6 bytes.
-    pub vsn: Vec<u8>,
+    /// `[pmin, pmax, pcur, dmin, dmax, dcur]`, normally 6 bytes; `None` is Go's nil.
+    pub vsn: Option<Vec<u8>>,
 }
 
 /// `dead`: `from` declares `node` dead; when `from == node` the node has left.
@@ -227,8 +228,8 @@ pub struct PushPullHeader {
 pub struct PushNodeState {
     /// Member name.
     pub name: String,
-    /// Member IP bytes, as the member advertised them.
-    pub addr: Vec<u8>,
+    /// Member IP bytes, as the member advertised them; `None` is Go's nil.
+    pub addr: Option<Vec<u8>>,
     /// Member port.
     pub port: u16,
     /// Member metadata; `None` is Go's nil.
@@ -237,8 +238,8 @@ pub struct PushNodeState {
     pub incarnation: u32,
     /// Member state.
     pub state: NodeState,
-    /// Member protocol versions.
-    pub vsn: Vec<u8>,
+    /// Member protocol versions; `None` is Go's nil.
+    pub vsn: Option<Vec<u8>>,
 }
 
 /// A whole push/pull message: header, node states and application state.
@@ -397,7 +398,7 @@ impl IndirectPing {
             msgpack::write_uint(out, self.source_port.into());
         }
         msgpack::write_key(out, "Target");
-        msgpack::write_raw(out, &self.target);
+        msgpack::write_opt_raw(out, self.target.as_deref());
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -405,7 +406,7 @@ impl IndirectPing {
         r.read_struct(Self::DECLARED, |key, r| {
             match key {
                 b"SeqNo" => m.seq_no = r.u32()?,
-                b"Target" => m.target = r.bytes()?.unwrap_or_default(),
+                b"Target" => m.target = r.bytes()?,
                 b"Port" => m.port = r.u16()?,
                 b"Node" => m.node = r.string()?,
                 b"Nack" => m.nack = r.bool()?,
@@ -517,7 +518,7 @@ impl Alive {
     fn encode_body(&self, out: &mut Vec<u8>) {
         msgpack::write_map_len(out, 6);
         msgpack::write_key(out, "Addr");
-        msgpack::write_raw(out, &self.addr);
+        msgpack::write_opt_raw(out, self.addr.as_deref());
         msgpack::write_key(out, "Incarnation");
         msgpack::write_uint(out, self.incarnation.into());
         msgpack::write_key(out, "Meta");
@@ -527,7 +528,7 @@ impl Alive {
         msgpack::write_key(out, "Port");
         msgpack::write_uint(out, self.port.into());
         msgpack::write_key(out, "Vsn");
-        msgpack::write_raw(out, &self.vsn);
+        msgpack::write_opt_raw(out, self.vsn.as_deref());
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -536,10 +537,10 @@ impl Alive {
             match key {
                 b"Incarnation" => m.incarnation = r.u32()?,
                 b"Node" => m.node = r.string()?,
-                b"Addr" => m.addr = r.bytes()?.unwrap_or_default(),
+                b"Addr" => m.addr = r.bytes()?,
                 b"Port" => m.port = r.u16()?,
                 b"Meta" => m.meta = r.bytes()?,
-                b"Vsn" => m.vsn = r.bytes()?.unwrap_or_default(),
+                b"Vsn" => m.vsn = r.bytes()?,
                 _ => return Ok(false),
             }
             Ok(true)
@@ -591,7 +592,7 @@ impl PushNodeState {
     fn encode_body(&self, out: &mut Vec<u8>) {
         msgpack::write_map_len(out, 7);
         msgpack::write_key(out, "Addr");
-        msgpack::write_raw(out, &self.addr);
+        msgpack::write_opt_raw(out, self.addr.as_deref());
         msgpack::write_key(out, "Incarnation");
         msgpack::write_uint(out, self.incarnation.into());
         msgpack::write_key(out, "Meta");
@@ -603,28 +604,28 @@ impl PushNodeState {
         msgpack::write_key(out, "State");
         msgpack::write_int(out, self.state.into());
         msgpack::write_key(out, "Vsn");
-        msgpack::write_raw(out, &self.vsn);
+        msgpack::write_opt_raw(out, self.vsn.as_deref());
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let mut m = Self {
             name: String::new(),
-            addr: Vec::new(),
+            addr: None,
             port: 0,
             meta: None,
             incarnation: 0,
             state: NodeState::Alive,
-            vsn: Vec::new(),
+            vsn: None,
         };
         r.read_struct(Self::DECLARED, |key, r| {
             match key {
                 b"Name" => m.name = r.string()?,
-                b"Addr" => m.addr = r.bytes()?.unwrap_or_default(),
+                b"Addr" => m.addr = r.bytes()?,
                 b"Port" => m.port = r.u16()?,
                 b"Meta" => m.meta = r.bytes()?,
                 b"Incarnation" => m.incarnation = r.u32()?,
                 b"State" => m.state = r.int()?.into(),
-                b"Vsn" => m.vsn = r.bytes()?.unwrap_or_default(),
+                b"Vsn" => m.vsn = r.bytes()?,
                 _ => return Ok(false),
             }
             Ok(true)
@@ -901,10 +902,10 @@ mod tests {
                 Message::Alive(Alive {
                     incarnation: 1,
                     node: "node-a".into(),
-                    addr: vec![127, 0, 0, 1],
+                    addr: Some(vec![127, 0, 0, 1]),
                     port: 7946,
                     meta: None,
-                    vsn: vec![1, 5, 2, 0, 0, 0],
+                    vsn: Some(vec![1, 5, 2, 0, 0, 0]),
                 }),
                 "0486a441646472a47f000001ab496e6361726e6174696f6e01a44d657461c0a44e6f6465a66e\
                  6f64652d61a4506f7274cd1f0aa356736ea6010502000000",
@@ -1017,12 +1018,12 @@ mod tests {
             join: true,
             states: vec![PushNodeState {
                 name: "a".into(),
-                addr: vec![198, 18, 0, 1],
+                addr: Some(vec![198, 18, 0, 1]),
                 port: 7946,
                 meta: Some(vec![]),
                 incarnation: u32::MAX,
                 state: NodeState::Left,
-                vsn: vec![1, 5, 2, 0, 0, 0],
+                vsn: Some(vec![1, 5, 2, 0, 0, 0]),
             }],
             user_state: b"state".to_vec(),
         });

@@ -176,10 +176,10 @@ mod tests {
         Message::Alive(Alive {
             incarnation: i,
             node: format!("node-{i}"),
-            addr: vec![198, 18, 0, i as u8],
+            addr: Some(vec![198, 18, 0, i as u8]),
             port: 7946,
             meta: None,
-            vsn: vec![1, 5, 2, 0, 0, 0],
+            vsn: Some(vec![1, 5, 2, 0, 0, 0]),
         })
     }
 

@@ -175,12 +175,12 @@ mod tests {
             states: (0..n)
                 .map(|i| PushNodeState {
                     name: format!("node-{i}"),
-                    addr: vec![198, 18, (i >> 8) as u8, i as u8],
+                    addr: Some(vec![198, 18, (i >> 8) as u8, i as u8]),
                     port: 7946,
                     meta: Some(b"zone=a".to_vec()),
                     incarnation: i as u32,
                     state: NodeState::Alive,
-                    vsn: vec![1, 5, 2, 0, 0, 0],
+                    vsn: Some(vec![1, 5, 2, 0, 0, 0]),
                 })
                 .collect(),
             user_state: b"user".to_vec(),
