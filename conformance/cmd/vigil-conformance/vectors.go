@@ -347,6 +347,15 @@ func buildPacket(msg []byte, f framing) ([]byte, error) {
 	return append(labelHeader(f.label), msg...), nil
 }
 
+// versionField is the encryption_version written to a vector: the version
+// used, or memberlist's default (1) when the vector is not encrypted.
+func versionField(f framing) uint8 {
+	if len(f.keys) == 0 {
+		return 1
+	}
+	return f.vsn
+}
+
 func nonceField(served []byte, keys [][]byte) *string {
 	if len(keys) == 0 {
 		return nil
@@ -378,7 +387,7 @@ func (g *generator) packet(name string, values []interface{}, f framing) {
 	}
 	g.checkDecoded(name, "packet", wire, f, want)
 	g.push(name, "packet", packetVector{name, "packet", hexAll(msgs), f.compress, f.crc,
-		hexAll(f.keys), f.vsn, f.label, nonceField(rng.served, f.keys), hex.EncodeToString(wire)})
+		hexAll(f.keys), versionField(f), f.label, nonceField(rng.served, f.keys), hex.EncodeToString(wire)})
 }
 
 // checkRealPacket sends the same payload through 0.2.2's rawSendMsgPacket
@@ -452,7 +461,7 @@ func (g *generator) stream(name string, v interface{}, f framing) {
 	}
 	g.checkDecoded(name, "stream", wire, f, []Message{want})
 	g.push(name, "stream", streamVector{name, "stream", hex.EncodeToString(msg), f.compress,
-		hexAll(f.keys), f.vsn, f.label, nonceField(rng.served, f.keys), hex.EncodeToString(wire)})
+		hexAll(f.keys), versionField(f), f.label, nonceField(rng.served, f.keys), hex.EncodeToString(wire)})
 }
 
 // checkRealStream compares with rawSendMsgStream, and for push/pull also
