@@ -635,7 +635,8 @@ impl PushNodeState {
 }
 
 impl UserMsgHeader {
-    fn encode_body(&self, out: &mut Vec<u8>) {
+    /// Appends the msgpack body (no type byte).
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
         msgpack::write_map_len(out, 1);
         msgpack::write_key(out, "UserMsgLen");
         msgpack::write_int(out, self.user_msg_len);
