@@ -1,0 +1,423 @@
+//! The blocking driver: one thread that runs an [`Announcer`] over real sockets.
+//!
+//! It waits with `poll(2)` on a wake-up socket (commands), the netlink watch and one packet
+//! socket per selected interface, never longer than the announcer's next deadline. After every
+//! input it drains the announcer's transmit queue, so an answer leaves within the same wake-up
+//! as its question.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv6Addr, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use vigil_l2::wire::ethernet::Address as EthernetAddress;
+use vigil_l2::{Announcer, Interface, Stats, Vip};
+
+use crate::netlink::{self, Event, Link, Watch};
+use crate::packet_socket::{Filter, PacketSocket};
+use crate::poll;
+use crate::selection::Selection;
+
+/// The longest the driver sleeps, so that failed socket opens are retried.
+const MAX_WAIT: Duration = Duration::from_secs(1);
+/// Frames read from one socket per wake-up, so that one busy interface cannot starve others.
+const FRAMES_PER_WAKEUP: usize = 256;
+/// Receive buffer: more than any ARP or neighbour solicitation needs.
+const FRAME_BUFFER: usize = 4096;
+
+/// Driver settings.
+#[derive(Debug, Clone, Default)]
+pub struct DriverConfig {
+    /// The announcer's settings.
+    pub announcer: vigil_l2::Config,
+    /// Which interfaces get responders.
+    pub selection: Selection,
+    /// Log interface changes and errors to stderr.
+    pub verbose: bool,
+}
+
+/// Counters of the driver and its announcer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// The announcer's counters.
+    pub announcer: Stats,
+    /// Names of the interfaces that currently have a responder.
+    pub interfaces: BTreeSet<String>,
+    /// Frames the kernel refused to send.
+    pub send_errors: u64,
+    /// Failed receives.
+    pub recv_errors: u64,
+    /// Packet sockets that could not be opened (retried each second).
+    pub socket_errors: u64,
+    /// Failed multicast joins or leaves.
+    pub multicast_errors: u64,
+    /// Times the netlink queue overflowed and the state was read again.
+    pub netlink_resyncs: u64,
+}
+
+/// A request to a running driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Replace the set of owned VIPs.
+    SetOwned(Vec<Vip>),
+    /// Restart the takeover series of every owned VIP.
+    Reannounce,
+    /// Stop the driver.
+    Shutdown,
+}
+
+/// The driver has stopped; the command was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped;
+
+/// Talks to a running driver from any thread.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    commands: Sender<Command>,
+    wake: Arc<UnixStream>,
+    stats: Arc<Mutex<DriverStats>>,
+}
+
+impl Handle {
+    /// Sends a command and wakes the driver.
+    pub fn send(&self, command: Command) -> Result<(), Stopped> {
+        self.commands.send(command).map_err(|_| Stopped)?;
+        // A full wake-up socket already has a wake-up pending: nothing to add.
+        let _ = (&*self.wake).write(&[1]);
+        Ok(())
+    }
+
+    /// Replaces the set of owned VIPs.
+    pub fn set_owned(&self, vips: Vec<Vip>) -> Result<(), Stopped> {
+        self.send(Command::SetOwned(vips))
+    }
+
+    /// A snapshot of the counters, as of the driver's last wake-up.
+    pub fn stats(&self) -> DriverStats {
+        self.stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// An interface with a responder.
+#[derive(Debug)]
+struct Responder {
+    socket: PacketSocket,
+    iface: Interface,
+    joined: BTreeSet<Ipv6Addr>,
+}
+
+/// Runs an [`Announcer`] over AF_PACKET sockets, following netlink.
+#[derive(Debug)]
+pub struct Driver {
+    config: DriverConfig,
+    announcer: Announcer,
+    watch: Watch,
+    commands: Receiver<Command>,
+    wake: UnixStream,
+    shared_stats: Arc<Mutex<DriverStats>>,
+    stats: DriverStats,
+    links: BTreeMap<u32, Link>,
+    ipv6: BTreeMap<u32, BTreeSet<Ipv6Addr>>,
+    responders: BTreeMap<u32, Responder>,
+    /// Joins solicited-node groups at the IP layer, so that the kernel sends MLD reports and
+    /// snooping switches forward the solicitations to us. `None` without IPv6.
+    mld: Option<UdpSocket>,
+    retry_at: Option<Instant>,
+}
+
+impl Driver {
+    /// Subscribes to netlink, reads the interfaces and opens their sockets.
+    pub fn new(config: DriverConfig) -> io::Result<(Self, Handle)> {
+        let watch = Watch::open()?;
+        let (wake, wake_tx) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        wake_tx.set_nonblocking(true)?;
+        let (tx, rx) = mpsc::channel();
+        let shared_stats = Arc::new(Mutex::new(DriverStats::default()));
+        let handle = Handle {
+            commands: tx,
+            wake: Arc::new(wake_tx),
+            stats: Arc::clone(&shared_stats),
+        };
+        let mut driver = Self {
+            announcer: Announcer::new(config.announcer.clone()),
+            config,
+            watch,
+            commands: rx,
+            wake,
+            shared_stats,
+            stats: DriverStats::default(),
+            links: BTreeMap::new(),
+            ipv6: BTreeMap::new(),
+            responders: BTreeMap::new(),
+            mld: UdpSocket::bind("[::]:0").ok(),
+            retry_at: None,
+        };
+        driver.resync(Instant::now())?;
+        driver.publish();
+        Ok((driver, handle))
+    }
+
+    /// Starts a driver on a thread of its own.
+    pub fn spawn(config: DriverConfig) -> io::Result<(JoinHandle<io::Result<()>>, Handle)> {
+        let (driver, handle) = Self::new(config)?;
+        let thread = std::thread::Builder::new()
+            .name("vigil-l2".into())
+            .spawn(move || driver.run())?;
+        Ok((thread, handle))
+    }
+
+    fn log(&self, message: std::fmt::Arguments<'_>) {
+        if self.config.verbose {
+            eprintln!("vigil-l2: {message}");
+        }
+    }
+
+    /// Runs until [`Command::Shutdown`] or until every [`Handle`] is dropped.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut buf = vec![0u8; FRAME_BUFFER];
+        loop {
+            let now = Instant::now();
+            if self.announcer.poll_timeout().is_some_and(|at| at <= now) {
+                self.announcer.handle_timeout(now);
+            }
+            self.flush();
+            if self.retry_at.is_some_and(|at| at <= now) {
+                self.retry_at = None;
+                self.sync_interfaces(now);
+            }
+            self.publish();
+
+            let wait = self
+                .announcer
+                .poll_timeout()
+                .map_or(MAX_WAIT, |at| at.saturating_duration_since(now))
+                .min(MAX_WAIT);
+            let indexes: Vec<u32> = self.responders.keys().copied().collect();
+            let ready = {
+                let mut fds: Vec<BorrowedFd<'_>> = vec![self.wake.as_fd(), self.watch.as_fd()];
+                fds.extend(self.responders.values().map(|r| r.socket.as_fd()));
+                poll::wait(&fds, wait)?
+            };
+
+            if ready[0] && !self.handle_commands() {
+                return Ok(());
+            }
+            if ready[1] {
+                self.handle_netlink()?;
+            }
+            for (ifindex, _) in indexes.iter().zip(&ready[2..]).filter(|(_, r)| **r) {
+                self.read_frames(*ifindex, &mut buf);
+            }
+        }
+    }
+
+    /// Returns false when the driver must stop.
+    fn handle_commands(&mut self) -> bool {
+        let mut drain = [0u8; 64];
+        while matches!((&self.wake).read(&mut drain), Ok(n) if n > 0) {}
+        loop {
+            match self.commands.try_recv() {
+                Ok(Command::SetOwned(vips)) => {
+                    self.announcer.set_owned(Instant::now(), vips);
+                    self.sync_groups();
+                    self.flush();
+                }
+                Ok(Command::Reannounce) => self.announcer.reannounce(Instant::now()),
+                Ok(Command::Shutdown) => return false,
+                Err(mpsc::TryRecvError::Empty) => return true,
+                Err(mpsc::TryRecvError::Disconnected) => return false,
+            }
+        }
+    }
+
+    fn handle_netlink(&mut self) -> io::Result<()> {
+        let mut events = Vec::new();
+        self.watch.read(&mut events)?;
+        if events.contains(&Event::Overrun) {
+            self.stats.netlink_resyncs += 1;
+            return self.resync(Instant::now());
+        }
+        self.apply(events);
+        self.sync_interfaces(Instant::now());
+        Ok(())
+    }
+
+    /// Forgets what we know of links and addresses and reads it all again.
+    fn resync(&mut self, now: Instant) -> io::Result<()> {
+        let events = netlink::dump(Duration::from_secs(5))?;
+        self.links.clear();
+        self.ipv6.clear();
+        self.apply(events);
+        self.sync_interfaces(now);
+        Ok(())
+    }
+
+    fn apply(&mut self, events: Vec<Event>) {
+        for event in events {
+            match event {
+                Event::Link(link) => {
+                    self.links.insert(link.index, link);
+                }
+                Event::LinkRemoved(index) => {
+                    self.links.remove(&index);
+                    self.ipv6.remove(&index);
+                }
+                Event::Address(index, IpAddr::V6(addr)) => {
+                    self.ipv6.entry(index).or_default().insert(addr);
+                }
+                Event::AddressRemoved(index, IpAddr::V6(addr)) => {
+                    if let Some(addrs) = self.ipv6.get_mut(&index) {
+                        addrs.remove(&addr);
+                    }
+                }
+                Event::Address(..) | Event::AddressRemoved(..) | Event::Overrun => {}
+            }
+        }
+    }
+
+    /// Opens, updates and closes responders to match the links.
+    fn sync_interfaces(&mut self, now: Instant) {
+        let mut wanted = BTreeMap::new();
+        for (index, link) in &self.links {
+            let has_ipv6 = self.ipv6.get(index).is_some_and(|a| !a.is_empty());
+            if let Ok(iface) = self.config.selection.qualify(link, has_ipv6) {
+                wanted.insert(*index, iface);
+            }
+        }
+        let gone: Vec<u32> = self
+            .responders
+            .keys()
+            .filter(|index| !wanted.contains_key(index))
+            .copied()
+            .collect();
+        for index in gone {
+            self.close(index);
+        }
+        for (index, iface) in wanted {
+            match self.responders.get_mut(&index) {
+                Some(responder) if responder.iface == iface => continue,
+                Some(responder) => {
+                    responder.iface = iface.clone();
+                    self.log(format_args!("{} changed: {:?}", iface.name, iface));
+                }
+                None => match PacketSocket::open(index, Filter::Questions) {
+                    Ok(socket) => {
+                        self.log(format_args!("{} up: {:?}", iface.name, iface));
+                        self.responders.insert(
+                            index,
+                            Responder {
+                                socket,
+                                iface: iface.clone(),
+                                joined: BTreeSet::new(),
+                            },
+                        );
+                    }
+                    Err(err) => {
+                        self.log(format_args!("{}: cannot open socket: {err}", iface.name));
+                        self.stats.socket_errors += 1;
+                        self.retry_at = Some(now + MAX_WAIT);
+                        continue;
+                    }
+                },
+            }
+            self.announcer.set_interface(now, index, iface);
+        }
+        self.stats.interfaces = self
+            .responders
+            .values()
+            .map(|r| r.iface.name.clone())
+            .collect();
+        self.sync_groups();
+        self.flush();
+    }
+
+    fn close(&mut self, index: u32) {
+        self.announcer.remove_interface(index);
+        if let Some(responder) = self.responders.remove(&index) {
+            self.log(format_args!("{} gone", responder.iface.name));
+            if let Some(mld) = &self.mld {
+                for group in &responder.joined {
+                    // The link may be gone already; the kernel then dropped the membership.
+                    let _ = mld.leave_multicast_v6(group, index);
+                }
+            }
+        }
+    }
+
+    /// Joins and leaves solicited-node groups to match the owned IPv6 VIPs, per interface.
+    fn sync_groups(&mut self) {
+        for (index, responder) in &mut self.responders {
+            let wanted = self.announcer.solicited_node_groups(*index);
+            let mut errors = 0;
+            for group in responder.joined.difference(&wanted) {
+                let mac = EthernetAddress::from_ipv6_multicast(*group).0;
+                errors += u64::from(responder.socket.leave_multicast(mac).is_err());
+                if let Some(mld) = &self.mld {
+                    errors += u64::from(mld.leave_multicast_v6(group, *index).is_err());
+                }
+            }
+            for group in wanted.difference(&responder.joined) {
+                let mac = EthernetAddress::from_ipv6_multicast(*group).0;
+                errors += u64::from(responder.socket.join_multicast(mac).is_err());
+                if let Some(mld) = &self.mld {
+                    errors += u64::from(mld.join_multicast_v6(group, *index).is_err());
+                }
+            }
+            responder.joined = wanted;
+            self.stats.multicast_errors += errors;
+        }
+    }
+
+    fn read_frames(&mut self, ifindex: u32, buf: &mut [u8]) {
+        for _ in 0..FRAMES_PER_WAKEUP {
+            let Some(responder) = self.responders.get(&ifindex) else {
+                return;
+            };
+            match responder.socket.recv(buf) {
+                Ok(Some(n)) => {
+                    self.announcer
+                        .handle_frame(Instant::now(), ifindex, &buf[..n]);
+                    self.flush();
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    // ENETDOWN and friends: netlink will tell us what happened.
+                    self.stats.recv_errors += 1;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        while let Some(transmit) = self.announcer.poll_transmit() {
+            let sent = self
+                .responders
+                .get(&transmit.ifindex)
+                .map(|r| r.socket.send(&transmit.frame));
+            if !matches!(sent, Some(Ok(()))) {
+                self.stats.send_errors += 1;
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        self.stats.announcer = *self.announcer.stats();
+        let mut shared = self
+            .shared_stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *shared != self.stats {
+            shared.clone_from(&self.stats);
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! Linux driver for the vigil L2 announcer: AF_PACKET sockets with a BPF filter per interface,
+//! a netlink watch of links and addresses, solicited-node multicast membership, and a blocking
+//! driver thread that runs a sans-IO [`vigil_l2::Announcer`] over them.
+//!
+//! This is the only vigil crate with `unsafe`: system calls through `libc`, each block with a
+//! `// SAFETY:` comment, confined to [`packet_socket`], [`netlink`] and [`poll`].
+//!
+//! ```text
+//!   netlink watch ──> links/addresses ──> Selection ──> set_interface / remove_interface
+//!   packet sockets ──> handle_frame ──> Announcer ──> poll_transmit ──> packet sockets
+//!   Handle::set_owned ──> wake-up socket ──> set_owned + solicited-node joins
+//! ```
+#![allow(unsafe_code)]
+
+pub mod args;
+pub mod driver;
+pub mod netlink;
+pub mod packet_socket;
+pub mod poll;
+pub mod selection;
+
+pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle};
+pub use packet_socket::{Filter, PacketSocket};
+pub use selection::Selection;

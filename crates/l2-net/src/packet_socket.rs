@@ -1,0 +1,241 @@
+//! AF_PACKET sockets bound to one interface, with a classic BPF filter so that the kernel hands
+//! us only the frames we care about, and link-layer multicast membership for solicited-node
+//! groups.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+/// Which frames a socket receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    /// ARP (any operation) and ICMPv6 neighbour solicitations: what an announcer answers.
+    Questions,
+    /// ARP (any operation) and ICMPv6 neighbour advertisements: what a client waits for.
+    Answers,
+}
+
+// Classic BPF opcodes (linux/filter.h).
+const BPF_LD_H_ABS: u16 = 0x28;
+const BPF_LD_B_ABS: u16 = 0x30;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_RET_K: u16 = 0x06;
+
+const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// The filter program: accept ARP; accept IPv6 whose next header is ICMPv6 and whose ICMPv6
+/// type is `icmp_type`; drop everything else. Offsets assume an untagged Ethernet header (the
+/// kernel strips VLAN tags before packet sockets see them). Extension headers are not walked:
+/// Neighbour Discovery does not use them.
+fn program(icmp_type: u8) -> [libc::sock_filter; 9] {
+    const ACCEPT: u32 = 0x0004_0000;
+    [
+        insn(BPF_LD_H_ABS, 0, 0, 12),                // A = EtherType
+        insn(BPF_JEQ_K, 5, 0, 0x0806),               // ARP -> accept
+        insn(BPF_JEQ_K, 0, 5, 0x86dd),               // not IPv6 -> drop
+        insn(BPF_LD_B_ABS, 0, 0, 14 + 6),            // A = IPv6 next header
+        insn(BPF_JEQ_K, 0, 3, 58),                   // not ICMPv6 -> drop
+        insn(BPF_LD_B_ABS, 0, 0, 14 + 40),           // A = ICMPv6 type
+        insn(BPF_JEQ_K, 0, 1, u32::from(icmp_type)), // wanted type -> accept, else drop
+        insn(BPF_RET_K, 0, 0, ACCEPT),
+        insn(BPF_RET_K, 0, 0, 0),
+    ]
+}
+
+/// A raw AF_PACKET socket on one interface. Non-blocking.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ifindex: u32,
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn setsockopt<T>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(size_of::<T>()).expect("option size fits socklen_t");
+    // SAFETY: `value` points to a live, initialised `T` of exactly `len` bytes for the duration
+    // of the call, and `fd` is an open socket borrowed for that long.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast::<libc::c_void>(),
+            len,
+        )
+    };
+    check(ret).map(drop)
+}
+
+impl PacketSocket {
+    /// Opens a socket on interface `ifindex` that receives only what `filter` lets through.
+    ///
+    /// The socket is created with protocol 0, so it receives nothing until it is bound; the
+    /// filter is attached before the bind, so no unfiltered frame is ever queued.
+    pub fn open(ifindex: u32, filter: Filter) -> io::Result<Self> {
+        // SAFETY: plain syscall with constant arguments; the result is checked before use.
+        let raw = check(unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        })?;
+        // SAFETY: `raw` is a freshly created descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut insns = program(match filter {
+            Filter::Questions => 135,
+            Filter::Answers => 136,
+        });
+        let prog = libc::sock_fprog {
+            len: u16::try_from(insns.len()).expect("short program"),
+            filter: insns.as_mut_ptr(),
+        };
+        setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)?;
+        // Our own transmissions must not come back to us (kernels before 4.20 lack the option;
+        // the announcer also ignores frames from its own MAC).
+        let _ = setsockopt(
+            fd.as_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_IGNORE_OUTGOING,
+            &1 as &libc::c_int,
+        );
+        // Room for bursts of questions.
+        let _ = setsockopt(
+            fd.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &(1 << 20) as &libc::c_int,
+        );
+        let socket = Self { fd, ifindex };
+        socket.bind()?;
+        Ok(socket)
+    }
+
+    fn sockaddr(&self) -> libc::sockaddr_ll {
+        // SAFETY: `sockaddr_ll` is plain old data for which all-zero bytes are valid.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as libc::c_ushort;
+        addr.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        addr.sll_ifindex = libc::c_int::try_from(self.ifindex).unwrap_or(0);
+        addr
+    }
+
+    fn bind(&self) -> io::Result<()> {
+        let addr = self.sockaddr();
+        // SAFETY: `addr` is a valid `sockaddr_ll` that lives across the call, and the length
+        // passed is its size.
+        let ret = unsafe {
+            libc::bind(
+                self.fd.as_raw_fd(),
+                (&raw const addr).cast::<libc::sockaddr>(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        check(ret).map(drop)
+    }
+
+    /// The interface the socket is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Receives one frame into `buf`. `Ok(None)` when nothing is waiting. Frames longer than
+    /// `buf` are cut to its length (the parsers then see a truncated frame and drop it).
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        loop {
+            // SAFETY: `sockaddr_ll` is plain old data for which all-zero bytes are valid.
+            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut from_len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes, `from` and `from_len`
+            // are valid for writes and `from_len` holds the size of `from`.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast::<libc::c_void>(),
+                    buf.len(),
+                    0,
+                    (&raw mut from).cast::<libc::sockaddr>(),
+                    &mut from_len,
+                )
+            };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                return match err.kind() {
+                    io::ErrorKind::WouldBlock => Ok(None),
+                    io::ErrorKind::Interrupted => continue,
+                    _ => Err(err),
+                };
+            }
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            return Ok(Some(usize::try_from(n).unwrap_or(0)));
+        }
+    }
+
+    /// Sends one whole Ethernet frame on the interface.
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        // SAFETY: `frame` is valid for reads of `frame.len()` bytes during the call.
+        let n = unsafe {
+            libc::send(
+                self.fd.as_raw_fd(),
+                frame.as_ptr().cast::<libc::c_void>(),
+                frame.len(),
+                0,
+            )
+        };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn membership(&self, option: libc::c_int, mac: [u8; 6]) -> io::Result<()> {
+        let mut address = [0u8; 8];
+        address[..6].copy_from_slice(&mac);
+        let mreq = libc::packet_mreq {
+            mr_ifindex: libc::c_int::try_from(self.ifindex).unwrap_or(0),
+            mr_type: libc::PACKET_MR_MULTICAST as libc::c_ushort,
+            mr_alen: 6,
+            mr_address: address,
+        };
+        setsockopt(self.fd.as_fd(), libc::SOL_PACKET, option, &mreq)
+    }
+
+    /// Makes the interface accept frames sent to a link-layer multicast address (for as long
+    /// as this socket lives or until [`PacketSocket::leave_multicast`]).
+    pub fn join_multicast(&self, mac: [u8; 6]) -> io::Result<()> {
+        self.membership(libc::PACKET_ADD_MEMBERSHIP, mac)
+    }
+
+    /// Undoes [`PacketSocket::join_multicast`].
+    pub fn leave_multicast(&self, mac: [u8; 6]) -> io::Result<()> {
+        self.membership(libc::PACKET_DROP_MEMBERSHIP, mac)
+    }
+
+    /// Waits until a frame is waiting or `timeout` passes. `Ok(false)` on timeout.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        crate::poll::wait(&[self.fd.as_fd()], timeout).map(|ready| ready[0])
+    }
+}
+
+impl AsFd for PacketSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
