@@ -148,7 +148,6 @@ func NewVHarness(keys [][]byte, protocolVersion uint8, compression bool) (*VHarn
 	conf.GossipVerifyIncoming = true
 	conf.GossipVerifyOutgoing = true
 	conf.Logger = log.New(ioutil.Discard, "", 0)
-	conf.LogOutput = nil
 	if len(keys) > 0 {
 		ring, err := NewKeyring(keys, keys[0])
 		if err != nil {
@@ -277,27 +276,6 @@ func (h *VHarness) EncryptStream(plain []byte, label string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// EncryptionVersion reports the encryption version this harness uses.
-func (h *VHarness) EncryptionVersion() uint8 {
-	return uint8(h.m.encryptionVersion())
-}
-
-// PrimaryKey returns the keyring's primary key (nil without encryption).
-func (h *VHarness) PrimaryKey() []byte {
-	if !h.m.config.EncryptionEnabled() {
-		return nil
-	}
-	return h.m.config.Keyring.GetPrimaryKey()
-}
-
-// Keys returns all keyring keys, primary first.
-func (h *VHarness) Keys() [][]byte {
-	if h.m.config.Keyring == nil {
-		return nil
-	}
-	return h.m.config.Keyring.GetKeys()
 }
 
 // EncryptionEnabled is Config.EncryptionEnabled.

@@ -132,12 +132,12 @@ func mustEncode(g *generator, name string, v interface{}) []byte {
 }
 
 // message adds a message vector and checks Go decodes it back.
-func (g *generator) message(name string, v interface{}) []byte {
+func (g *generator) message(name string, v interface{}) {
 	wire := mustEncode(g, name, v)
 	m, err := represent(v)
 	if err != nil {
 		g.fail(name, "%v", err)
-		return wire
+		return
 	}
 	if ps, ok := v.(*PushPull); ok {
 		g.checkLocalState(name, ps, wire)
@@ -148,15 +148,18 @@ func (g *generator) message(name string, v interface{}) []byte {
 	} else {
 		err = decodeMessageRecovering(d, wire)
 	}
-	if err != nil && crashesGo(v) && strings.HasPrefix(err.Error(), "panic: ") {
-		// Expected: 0.2.2 encodes this but crashes when it processes it.
-	} else if err != nil {
+	switch {
+	case crashesGo(v):
+		// 0.2.2 encodes this happily but crashes when it processes it.
+		if err == nil || !strings.HasPrefix(err.Error(), "panic: ") {
+			g.fail(name, "expected 0.2.2 to panic processing it, got %v", err)
+		}
+	case err != nil:
 		g.fail(name, "decoding it back: %v", err)
-	} else {
+	default:
 		g.sameMessages(name, d.msgs, []Message{m})
 	}
 	g.push(name, "message", messageVector{name, "message", m, hex.EncodeToString(wire)})
-	return wire
 }
 
 // crashesGo says whether 0.2.2 panics when it processes v: a Vsn of
