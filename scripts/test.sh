@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# vigil's whole test suite, from a fresh Debian machine, as root.
+#
+# Installs what the tests need (Go and Debian's hashicorp/memberlist for the interop peer,
+# iproute2 and nftables for the network-namespace labs, cargo-fuzz for the fuzz smoke run),
+# then runs: formatting and lint checks, the I/O-free check on the pure crates, every cargo
+# test (Go interop and netns tests included, required rather than skipped), and each fuzz
+# target for a short bounded time.
+#
+# Environment: FUZZ_SECONDS (default 20) per fuzz target; SKIP_FUZZ=1 to skip fuzzing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+passed=0
+failed=0
+stage() {
+  local name=$1
+  shift
+  echo "=== ${name}"
+  local start=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "=== ${name}: ok ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    echo "=== ${name}: FAILED ($((SECONDS - start)) s)"
+  fi
+}
+
+install_packages() {
+  bash scripts/install-deps.sh
+}
+
+lint() {
+  cargo fmt --all -- --check
+  cargo clippy -q --workspace --all-targets -- -D warnings
+}
+
+# The protocol core must stay sans-IO: no async runtime, sockets or libc in its dependency tree.
+pure_crates_have_no_io() {
+  local bad=0
+  for c in vigil-gossip vigil-l2 vigil-lb; do
+    cargo metadata --format-version 1 --no-deps 2>/dev/null | grep -q "\"name\":\"$c\"" || continue
+    local io
+    io=$(cargo tree -q -p "$c" -e normal --prefix none | awk '{print $1}' | grep -xE 'tokio|mio|socket2|libc|nix' | sort -u | tr '\n' ' ')
+    if [ -n "$io" ]; then
+      echo "$c depends on I/O crates: $io" >&2
+      bad=1
+    fi
+  done
+  return $bad
+}
+
+go_conformance() {
+  bash conformance/build.sh --check >/dev/null
+}
+
+cargo_tests() {
+  local bin
+  bin=$(bash conformance/build.sh | tail -n 1)
+  VIGIL_CONFORMANCE_BIN="$bin" VIGIL_REQUIRE_GO=1 VIGIL_REQUIRE_ROOT=1 \
+    cargo test --workspace --no-fail-fast 2>&1 | tee target/cargo-test.log
+  return "${PIPESTATUS[0]}"
+}
+
+fuzz_smoke() {
+  bash fuzz/run.sh "${FUZZ_SECONDS:-20}"
+}
+
+stage "install packages" install_packages
+stage "fmt and clippy" lint
+stage "pure crates have no I/O dependencies" pure_crates_have_no_io
+stage "Go conformance program builds and vets" go_conformance
+mkdir -p target
+stage "cargo test (workspace)" cargo_tests
+if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -f fuzz/run.sh ]; then
+  stage "fuzz smoke run" fuzz_smoke
+fi
+
+echo "stages: ${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]
