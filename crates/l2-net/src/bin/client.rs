@@ -142,11 +142,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Counts replies about `target` waiting on the socket.
-fn count_replies(socket: &PacketSocket, buf: &mut [u8], target: IpAddr) -> Result<u64, String> {
+/// Counts ARP replies from `target` to `asker` waiting on the socket (not gratuitous ones).
+fn count_replies(
+    socket: &PacketSocket,
+    buf: &mut [u8],
+    target: Ipv4Addr,
+    asker: Ipv4Addr,
+) -> Result<u64, String> {
     let mut replies = 0;
+    let to_us = format!("target_ip={asker}");
     while let Some(n) = socket.recv(buf).map_err(|e| format!("recv: {e}"))? {
-        replies += u64::from(describe(&buf[..n], target).is_some());
+        let line = describe(&buf[..n], IpAddr::V4(target));
+        replies += u64::from(line.is_some_and(|l| l.ends_with(&to_us)));
     }
     Ok(replies)
 }
@@ -182,7 +189,7 @@ fn bench(args: &Args) -> Result<(), String> {
             socket
                 .wait_readable(deadline - now)
                 .map_err(|e| format!("poll: {e}"))?;
-            if count_replies(&socket, &mut buf, IpAddr::V4(target))? > 0 {
+            if count_replies(&socket, &mut buf, target, src)? > 0 {
                 rtts.push(sent.elapsed());
                 break;
             }
@@ -215,20 +222,20 @@ fn bench(args: &Args) -> Result<(), String> {
                 }
                 sent += 1;
             } else {
-                replies += count_replies(&socket, &mut buf, IpAddr::V4(target))?;
+                replies += count_replies(&socket, &mut buf, target, src)?;
             }
             if start.elapsed() > window * 3 {
                 break; // cannot keep up with the pacing: stop, bounded
             }
         }
+        let achieved = sent as f64 / start.elapsed().as_secs_f64().max(1e-9);
         let drain_until = Instant::now() + Duration::from_millis(300);
         while Instant::now() < drain_until {
             socket
                 .wait_readable(Duration::from_millis(20))
                 .map_err(|e| format!("poll: {e}"))?;
-            replies += count_replies(&socket, &mut buf, IpAddr::V4(target))?;
+            replies += count_replies(&socket, &mut buf, target, src)?;
         }
-        let achieved = sent as f64 / start.elapsed().as_secs_f64().max(1e-9);
         let ok = sent == total && replies == sent && send_errors == 0;
         println!(
             "rate target_pps={rate} sent={sent} answered={replies} send_errors={send_errors} achieved_pps={achieved:.0} no_drop={ok}"
