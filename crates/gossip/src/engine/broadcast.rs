@@ -1,0 +1,168 @@
+//! The transmit-limited broadcast queue (memberlist's `TransmitLimitedQueue`): each message is
+//! piggy-backed a limited number of times, least-sent first, larger first, newest first; a
+//! new message about a node replaces any queued message about the same node.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+/// Order in which messages go out: fewest transmits, then longest, then newest.
+type Key = (u32, Reverse<usize>, Reverse<u64>);
+
+#[derive(Debug, Default)]
+pub(crate) struct BroadcastQueue {
+    queue: BTreeMap<Key, Item>,
+    by_name: HashMap<Box<str>, Key>,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Item {
+    name: Option<Box<str>>,
+    message: Vec<u8>,
+    /// Set for our own leave message, so `leave` can wait until it has gone out.
+    notify: bool,
+}
+
+/// A broadcast that left the queue (sent often enough, or replaced) and was being waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retired;
+
+impl BroadcastQueue {
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Queues `message`, replacing any message about the same `name`. Returns `Retired` if a
+    /// waited-for message was replaced.
+    pub(crate) fn push(
+        &mut self,
+        name: Option<&str>,
+        message: Vec<u8>,
+        notify: bool,
+    ) -> Option<Retired> {
+        let mut retired = None;
+        if let Some(name) = name
+            && let Some(old) = self.by_name.remove(name)
+            && let Some(item) = self.queue.remove(&old)
+            && item.notify
+        {
+            retired = Some(Retired);
+        }
+        self.next_id += 1;
+        let key = (0, Reverse(message.len()), Reverse(self.next_id));
+        if let Some(name) = name {
+            self.by_name.insert(name.into(), key);
+        }
+        self.queue.insert(
+            key,
+            Item {
+                name: name.map(Into::into),
+                message,
+                notify,
+            },
+        );
+        retired
+    }
+
+    /// Takes messages that fit in `limit` bytes, each costing `overhead` extra, and counts a
+    /// transmit for each; messages sent `transmit_limit` times leave the queue. Returns the
+    /// messages and whether a waited-for message retired.
+    pub(crate) fn take(
+        &mut self,
+        overhead: usize,
+        limit: usize,
+        transmit_limit: u32,
+    ) -> (Vec<Vec<u8>>, Option<Retired>) {
+        let mut used = 0;
+        let mut picked = Vec::new();
+        let mut keys = Vec::new();
+        for (key, item) in &self.queue {
+            if used + overhead + item.message.len() > limit {
+                // A smaller message further on may still fit.
+                if limit.saturating_sub(used) <= overhead {
+                    break;
+                }
+                continue;
+            }
+            used += overhead + item.message.len();
+            keys.push(*key);
+        }
+        let mut retired = None;
+        for key in keys {
+            let item = self.queue.remove(&key).expect("key just seen");
+            picked.push(item.message.clone());
+            let transmits = key.0 + 1;
+            if transmits >= transmit_limit {
+                if let Some(name) = &item.name {
+                    self.by_name.remove(name);
+                }
+                if item.notify {
+                    retired = Some(Retired);
+                }
+            } else {
+                let new_key = (transmits, key.1, key.2);
+                if let Some(name) = &item.name {
+                    self.by_name.insert(name.clone(), new_key);
+                }
+                self.queue.insert(new_key, item);
+            }
+        }
+        (picked, retired)
+    }
+}
+
+/// memberlist's retransmit limit: `mult * ceil(log10(n + 1))`.
+pub(crate) fn retransmit_limit(mult: usize, n: usize) -> u32 {
+    let scale = ((n as f64) + 1.0).log10().ceil() as usize;
+    (mult * scale).max(1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retransmit_limit_matches_memberlist() {
+        assert_eq!(retransmit_limit(3, 1), 3);
+        assert_eq!(retransmit_limit(3, 99), 6);
+        assert_eq!(retransmit_limit(4, 5), 4);
+        assert_eq!(retransmit_limit(4, 100), 12);
+    }
+
+    #[test]
+    fn newer_message_about_a_node_replaces_the_older() {
+        let mut q = BroadcastQueue::default();
+        q.push(Some("a"), vec![1; 10], false);
+        q.push(Some("b"), vec![2; 10], false);
+        q.push(Some("a"), vec![3; 10], false);
+        assert_eq!(q.len(), 2);
+        let (msgs, _) = q.take(2, 1000, 5);
+        assert!(msgs.contains(&vec![3; 10]) && msgs.contains(&vec![2; 10]));
+    }
+
+    #[test]
+    fn least_sent_then_largest_first_and_retired_at_the_limit() {
+        let mut q = BroadcastQueue::default();
+        q.push(None, vec![1; 5], false);
+        q.push(None, vec![2; 50], true);
+        let (msgs, retired) = q.take(0, 60, 2);
+        assert_eq!(msgs, vec![vec![2; 50], vec![1; 5]]);
+        assert_eq!(retired, None);
+        // Only room for the small one now.
+        let (msgs, _) = q.take(0, 20, 2);
+        assert_eq!(msgs, vec![vec![1; 5]]);
+        assert_eq!(q.len(), 1);
+        let (msgs, retired) = q.take(0, 60, 2);
+        assert_eq!(msgs, vec![vec![2; 50]]);
+        assert_eq!(
+            retired,
+            Some(Retired),
+            "the waited-for message went out twice"
+        );
+        assert!(q.is_empty());
+    }
+}

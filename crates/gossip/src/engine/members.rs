@@ -1,0 +1,217 @@
+//! The member table: every node we know of, ourselves included, in probe order.
+
+use super::suspicion::Suspicion;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha12Rng;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A member's state as we see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MemberState {
+    /// Answering probes, or not yet caught failing.
+    Alive,
+    /// Missed a probe; will be declared dead unless it refutes.
+    Suspect,
+    /// Declared dead.
+    Dead,
+    /// Left gracefully.
+    Left,
+}
+
+impl MemberState {
+    /// Dead or left.
+    pub fn is_gone(self) -> bool {
+        matches!(self, Self::Dead | Self::Left)
+    }
+}
+
+/// An IP address in the byte form its owner advertised (4 or 16 bytes), kept exactly so that
+/// we re-send the same bytes (Go compares them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WireIp {
+    len: u8,
+    bytes: [u8; 16],
+}
+
+impl WireIp {
+    /// Accepts 4 or 16 bytes.
+    pub fn from_wire(b: &[u8]) -> Option<Self> {
+        if b.len() != 4 && b.len() != 16 {
+            return None;
+        }
+        let mut bytes = [0; 16];
+        bytes[..b.len()].copy_from_slice(b);
+        Some(Self {
+            len: b.len() as u8,
+            bytes,
+        })
+    }
+
+    /// The form vigil advertises for its own address.
+    pub fn from_ip(ip: IpAddr) -> Self {
+        Self::from_wire(&crate::wire::ip_to_wire(ip)).expect("4 or 16 bytes")
+    }
+
+    /// The bytes as advertised.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// The address (IPv4-mapped IPv6 reads as IPv4, as in Go).
+    pub fn ip(&self) -> IpAddr {
+        crate::wire::ip_from_wire(self.as_bytes()).expect("validated length")
+    }
+}
+
+/// What we know about one member.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    pub(crate) name: Arc<str>,
+    pub(crate) ip: WireIp,
+    pub(crate) port: u16,
+    pub(crate) meta: Option<Arc<[u8]>>,
+    pub(crate) vsn: [u8; 6],
+    pub(crate) incarnation: u32,
+    pub(crate) state: MemberState,
+    pub(crate) state_change: Instant,
+    pub(crate) suspicion: Option<Box<Suspicion>>,
+    /// Last time we told this node (directly) that we hold it dead, see `Membership::on_alive`.
+    pub(crate) last_nudge: Option<Instant>,
+}
+
+impl Member {
+    pub(crate) fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.ip.ip(), self.port)
+    }
+
+    /// The highest protocol version it understands.
+    pub(crate) fn pmax(&self) -> u8 {
+        self.vsn[1]
+    }
+}
+
+/// Members by name, with ourselves at index 0 and a shuffled probe order.
+#[derive(Debug)]
+pub(crate) struct Members {
+    pub(crate) list: Vec<Member>,
+    index: HashMap<Arc<str>, u32>,
+    order: Vec<u32>,
+    probe_pos: usize,
+}
+
+impl Members {
+    pub(crate) fn new(local: Member) -> Self {
+        let mut index = HashMap::new();
+        index.insert(local.name.clone(), 0);
+        Self {
+            list: vec![local],
+            index,
+            order: vec![0],
+            probe_pos: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub(crate) fn find(&self, name: &str) -> Option<usize> {
+        self.index.get(name).map(|&i| i as usize)
+    }
+
+    /// Adds a member at a random place in the probe order (so newcomers are not all probed at
+    /// once, as Go does).
+    pub(crate) fn insert(&mut self, member: Member, rng: &mut ChaCha12Rng) -> usize {
+        use rand::Rng;
+        let i = self.list.len();
+        self.index.insert(member.name.clone(), i as u32);
+        self.list.push(member);
+        self.order.push(i as u32);
+        let last = self.order.len() - 1;
+        let j = rng.gen_range(0..=last);
+        self.order.swap(j, last);
+        i
+    }
+
+    /// The next member in probe order that is worth probing, wrapping (and then reaping and
+    /// reshuffling) at the end of a round. `None` when there is nobody to probe.
+    pub(crate) fn next_probe_target(
+        &mut self,
+        now: Instant,
+        reap_after: core::time::Duration,
+        rng: &mut ChaCha12Rng,
+    ) -> Option<usize> {
+        for _ in 0..=self.order.len() {
+            if self.probe_pos >= self.order.len() {
+                self.probe_pos = 0;
+                self.reap(now, reap_after);
+                self.order.shuffle(rng);
+            }
+            let i = self.order[self.probe_pos] as usize;
+            self.probe_pos += 1;
+            if i != 0 && !self.list[i].state.is_gone() {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Removes dead and left members whose state is older than `after`; fixes up indices.
+    /// (memberlist 0.2.2 never removed left members: hashicorp/memberlist#253.)
+    pub(crate) fn reap(&mut self, now: Instant, after: core::time::Duration) {
+        let before = self.list.len();
+        let mut i = 1;
+        while i < self.list.len() {
+            let m = &self.list[i];
+            if m.state.is_gone() && now.saturating_duration_since(m.state_change) > after {
+                self.list.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        if self.list.len() != before {
+            self.index.clear();
+            for (i, m) in self.list.iter().enumerate() {
+                self.index.insert(m.name.clone(), i as u32);
+            }
+            self.order = (0..self.list.len() as u32).collect();
+            self.probe_pos = self.order.len();
+        }
+    }
+
+    /// Up to `k` random members other than ourselves and `exclude` that pass `keep`.
+    pub(crate) fn random(
+        &self,
+        k: usize,
+        exclude: Option<usize>,
+        rng: &mut ChaCha12Rng,
+        keep: impl Fn(&Member) -> bool,
+    ) -> Vec<usize> {
+        use rand::Rng;
+        let n = self.list.len();
+        let eligible = |i: usize| i != 0 && Some(i) != exclude && keep(&self.list[i]);
+        let mut out = Vec::with_capacity(k);
+        if n < 3 * k + 3 {
+            // Small tables: shuffle so that rare eligible members are never missed
+            // (memberlist PR #350).
+            let mut all: Vec<usize> = (1..n).filter(|&i| eligible(i)).collect();
+            all.shuffle(rng);
+            all.truncate(k);
+            return all;
+        }
+        for _ in 0..3 * n {
+            if out.len() >= k {
+                break;
+            }
+            let i = rng.gen_range(1..n);
+            if eligible(i) && !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out
+    }
+}

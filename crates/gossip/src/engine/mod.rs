@@ -1,0 +1,1813 @@
+//! `Membership`: the SWIM + Lifeguard failure detector and membership protocol of hashicorp
+//! memberlist, as a deterministic state machine.
+//!
+//! # Calling contract (after quinn-proto)
+//!
+//! The engine never reads a clock or touches a socket. The driver:
+//!
+//! 1. feeds input as it happens: [`Membership::handle_packet`] for each UDP datagram,
+//!    [`Membership::handle_incoming_stream`] with the bytes of an accepted TCP connection so
+//!    far, [`Membership::handle_stream_response`] / [`Membership::handle_stream_failed`] for
+//!    the connections the engine asked for, [`Membership::handle_unreachable`] for ICMP port
+//!    unreachable, and commands ([`join`](Membership::join), [`leave`](Membership::leave), …);
+//! 2. after any input, drains [`poll_transmit`](Membership::poll_transmit) (UDP datagrams to
+//!    send), [`poll_stream`](Membership::poll_stream) (TCP exchanges to perform) and
+//!    [`poll_event`](Membership::poll_event);
+//! 3. calls [`handle_timeout`](Membership::handle_timeout) when the instant returned by
+//!    [`poll_timeout`](Membership::poll_timeout) arrives, then drains again.
+//!
+//! `now` must never go backwards between calls. Bad input from the network is counted in
+//! [`Stats`] and dropped; no input method returns an error for it.
+
+mod broadcast;
+mod members;
+mod suspicion;
+
+pub use members::{MemberState, WireIp};
+
+use crate::config::{Config, ConfigError};
+use crate::wire::{
+    self, Ack, Alive, Dead, DecodeError, Framing, IndirectPing, Message, Nack, NodeState, Ping,
+    PushNodeState, PushPull, Suspect, Transport, compound, packet, stream,
+};
+use broadcast::{BroadcastQueue, retransmit_limit};
+use core::time::Duration;
+use members::{Member, Members};
+use rand::Rng;
+use rand_chacha::ChaCha12Rng;
+use rand_core::SeedableRng;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use suspicion::Suspicion;
+
+/// Largest incarnation jump we believe in an accusation or an alive about a known node. A node
+/// bumps its incarnation once per refutation, so real jumps are small; a forged message
+/// carrying `u32::MAX` would otherwise make the accused unable to refute ever again
+/// (hashicorp/memberlist#358).
+const MAX_INCARNATION_JUMP: u32 = 1 << 16;
+
+/// This node's identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNode {
+    /// Unique node name.
+    pub name: String,
+    /// The address peers reach us at (the advertise address).
+    pub addr: SocketAddr,
+    /// Node metadata (at most 512 bytes).
+    pub meta: Vec<u8>,
+}
+
+/// A UDP datagram to send, already framed (label, encryption, CRC, compression).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// Destination.
+    pub to: SocketAddr,
+    /// Payload.
+    pub bytes: Vec<u8>,
+}
+
+/// Identifies a TCP exchange the engine asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+/// A TCP exchange to perform: dial `to`, write `bytes`, and if `expects_reply`, read until
+/// [`Membership::handle_stream_response`] says the reply is complete. Give up at `deadline`
+/// and report it with [`Membership::handle_stream_failed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct StreamRequest {
+    /// Names this exchange in later calls.
+    pub id: StreamId,
+    /// Peer address.
+    pub to: SocketAddr,
+    /// What to write (framed, label header included).
+    pub bytes: Vec<u8>,
+    /// Whether to wait for a reply.
+    pub expects_reply: bool,
+    /// When to give up.
+    pub deadline: Instant,
+}
+
+/// How an outgoing TCP exchange failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamFailure {
+    /// The peer's port refused the connection: nobody listens there (strong evidence).
+    Refused,
+    /// No answer before the deadline.
+    TimedOut,
+    /// Any other I/O failure.
+    Io,
+}
+
+/// What to do with an accepted TCP connection after feeding it the bytes read so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum IncomingStream {
+    /// Read more (the message is incomplete).
+    NeedMore,
+    /// Write this reply, then close.
+    Reply(Vec<u8>),
+    /// Done; close without replying.
+    Close,
+    /// The input was bad (already counted); close.
+    Rejected(DecodeError),
+}
+
+/// Whether a stream response was complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum StreamProgress {
+    /// Read more.
+    NeedMore,
+    /// Done; close the connection.
+    Done,
+}
+
+/// A member as reported in events and listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// Node name.
+    pub name: Arc<str>,
+    /// Gossip address.
+    pub addr: SocketAddr,
+    /// The address bytes exactly as the node advertised them.
+    pub wire_ip: WireIp,
+    /// Metadata.
+    pub meta: Option<Arc<[u8]>>,
+    /// Incarnation.
+    pub incarnation: u32,
+    /// State.
+    pub state: MemberState,
+    /// `[pmin, pmax, pcur, dmin, dmax, dcur]`.
+    pub protocol: [u8; 6],
+}
+
+impl From<&Member> for MemberInfo {
+    fn from(m: &Member) -> Self {
+        Self {
+            name: m.name.clone(),
+            addr: m.addr(),
+            wire_ip: m.ip,
+            meta: m.meta.clone(),
+            incarnation: m.incarnation,
+            state: m.state,
+            protocol: m.vsn,
+        }
+    }
+}
+
+/// Something the application may want to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A member joined (or came back from dead or left).
+    Join(MemberInfo),
+    /// A member's metadata changed.
+    Update(MemberInfo),
+    /// A member became suspect (`from` accused it).
+    Suspect {
+        /// The member.
+        member: MemberInfo,
+        /// Its accuser.
+        from: Arc<str>,
+    },
+    /// A suspect member refuted the suspicion.
+    Alive(MemberInfo),
+    /// A member was declared dead.
+    Dead(MemberInfo),
+    /// A member left gracefully.
+    Left(MemberInfo),
+    /// An application message arrived.
+    UserMsg(Vec<u8>),
+    /// Application state from a push/pull (`join` tells whether it was a join).
+    RemoteState {
+        /// Whether the exchange was a join.
+        join: bool,
+        /// The peer's `LocalState`.
+        state: Vec<u8>,
+    },
+    /// A node announced itself under a known name with a different address; ignored.
+    Conflict {
+        /// The member we know.
+        existing: MemberInfo,
+        /// The address it claimed.
+        other_addr: SocketAddr,
+    },
+    /// A direct probe was answered (`payload` is the peer's ack payload).
+    PingComplete {
+        /// The probed member.
+        name: Arc<str>,
+        /// Round-trip time.
+        rtt: Duration,
+        /// Its ack payload.
+        payload: Option<Vec<u8>>,
+    },
+    /// A push/pull with a peer finished (joins and anti-entropy).
+    PushPullComplete {
+        /// Peer address.
+        addr: SocketAddr,
+        /// Whether it was a join.
+        join: bool,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+    /// Our leave message went out (or the leave timed out): safe to shut down.
+    LeaveComplete,
+}
+
+/// Counters for metrics. All only ever increase.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// UDP packets handled.
+    pub packets_in: u64,
+    /// UDP packets produced.
+    pub packets_out: u64,
+    /// UDP bytes handled.
+    pub bytes_in: u64,
+    /// UDP bytes produced.
+    pub bytes_out: u64,
+    /// Packets or streams dropped because they could not be decoded (whole or in part).
+    pub malformed: u64,
+    /// Packets or streams dropped because no key decrypted them or encryption was missing.
+    pub decrypt_failures: u64,
+    /// Packets or streams dropped for a wrong or missing label.
+    pub label_mismatches: u64,
+    /// Valid messages we ignored (ping for another name, unknown sequence numbers, stale news).
+    pub ignored: u64,
+    /// Probes started.
+    pub probes: u64,
+    /// Probes that ended in a suspicion.
+    pub probes_failed: u64,
+    /// Suspicions we raised.
+    pub suspicions_raised: u64,
+    /// Suspicions about us that we refuted.
+    pub refutations: u64,
+    /// Members we declared dead when their suspicion expired.
+    pub deaths_declared: u64,
+    /// Accusations or alives rejected for an implausible incarnation jump.
+    pub implausible_incarnations: u64,
+    /// TCP streams handled (incoming).
+    pub streams_in: u64,
+    /// TCP streams requested (outgoing).
+    pub streams_out: u64,
+    /// Push/pull exchanges refused for incompatible protocol versions.
+    pub version_mismatches: u64,
+}
+
+/// The probe in progress (memberlist runs one at a time).
+#[derive(Debug)]
+struct Probe {
+    target: Arc<str>,
+    seq: u32,
+    sent: Instant,
+    /// End of the direct-ack window.
+    ack_deadline: Instant,
+    /// Verdict time: the (health-scaled) probe interval after the ping.
+    end: Instant,
+    indirect_sent: bool,
+    expected_nacks: usize,
+    nacks: usize,
+    tcp: Option<StreamId>,
+    tcp_ok: bool,
+}
+
+/// An indirect probe we run for someone else.
+#[derive(Debug)]
+struct Relay {
+    origin_seq: u32,
+    reply_to: SocketAddr,
+    nack_at: Option<Instant>,
+    expires: Instant,
+}
+
+#[derive(Debug)]
+enum StreamPurpose {
+    PushPull { join: bool, addr: SocketAddr },
+    TcpPing { seq: u32 },
+    OneWay,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Deadline {
+    Suspicion { episode: u64 },
+    Relay { seq: u32 },
+}
+
+/// The membership engine. See the [module docs](self) for the calling contract.
+pub struct Membership {
+    config: Config,
+    framing: Framing,
+    rng: ChaCha12Rng,
+    members: Members,
+    incarnation: u32,
+    seq: u32,
+    awareness: usize,
+    leaving: bool,
+    leave_deadline: Option<Instant>,
+
+    probe: Option<Probe>,
+    next_probe: Instant,
+    urgent_probes: VecDeque<Arc<str>>,
+    next_gossip: Instant,
+    next_push_pull: Instant,
+
+    relays: HashMap<u32, Relay>,
+    deadlines: BinaryHeap<Reverse<(Instant, Deadline)>>,
+    suspect_episodes: HashMap<u64, Arc<str>>,
+    next_episode: u64,
+
+    broadcasts: BroadcastQueue,
+    user_broadcasts: BroadcastQueue,
+    ack_payload: Option<Vec<u8>>,
+    local_state: Vec<u8>,
+
+    next_stream: u64,
+    streams: HashMap<StreamId, StreamPurpose>,
+    transmits: VecDeque<Transmit>,
+    stream_requests: VecDeque<StreamRequest>,
+    events: VecDeque<Event>,
+    stats: Stats,
+}
+
+impl core::fmt::Debug for Membership {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Membership")
+            .field("name", &self.local().name)
+            .field("incarnation", &self.incarnation)
+            .field("members", &self.members.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Membership {
+    /// Creates the engine. `seed` feeds every random choice (probe order, helpers, timer
+    /// stagger) and the encryption nonces: seed it from the OS in production, fix it in tests.
+    pub fn new(
+        config: Config,
+        framing: Framing,
+        local: LocalNode,
+        seed: [u8; 32],
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        if local.name.is_empty() {
+            return Err(ConfigError {
+                field: "name",
+                problem: "must not be empty".into(),
+            });
+        }
+        if local.meta.len() > wire::META_MAX_SIZE {
+            return Err(ConfigError {
+                field: "meta",
+                problem: format!("{} bytes; at most 512 are allowed", local.meta.len()),
+            });
+        }
+        let [dmin, dmax, dcur] = config.delegate_version;
+        let me = Member {
+            name: local.name.as_str().into(),
+            ip: WireIp::from_ip(local.addr.ip()),
+            port: local.addr.port(),
+            meta: Some(local.meta.into()),
+            vsn: [
+                wire::PROTOCOL_VERSION_MIN,
+                wire::PROTOCOL_VERSION_MAX,
+                config.protocol_version,
+                dmin,
+                dmax,
+                dcur,
+            ],
+            incarnation: 1,
+            state: MemberState::Alive,
+            state_change: now,
+            suspicion: None,
+            last_nudge: None,
+        };
+        let mut rng = ChaCha12Rng::from_seed(seed);
+        let stagger = |rng: &mut ChaCha12Rng, d: Duration| {
+            if d.is_zero() {
+                now + Duration::from_secs(365 * 24 * 3600)
+            } else {
+                now + d.mul_f64(rng.r#gen::<f64>())
+            }
+        };
+        let next_probe = stagger(&mut rng, config.probe_interval);
+        let next_gossip = stagger(&mut rng, config.gossip_interval);
+        let next_push_pull = stagger(&mut rng, config.push_pull_interval);
+        Ok(Self {
+            framing,
+            rng,
+            members: Members::new(me),
+            incarnation: 1,
+            seq: 0,
+            awareness: 0,
+            leaving: false,
+            leave_deadline: None,
+            probe: None,
+            next_probe,
+            urgent_probes: VecDeque::new(),
+            next_gossip,
+            next_push_pull,
+            relays: HashMap::new(),
+            deadlines: BinaryHeap::new(),
+            suspect_episodes: HashMap::new(),
+            next_episode: 0,
+            broadcasts: BroadcastQueue::default(),
+            user_broadcasts: BroadcastQueue::default(),
+            ack_payload: None,
+            local_state: Vec::new(),
+            next_stream: 0,
+            streams: HashMap::new(),
+            transmits: VecDeque::new(),
+            stream_requests: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            config,
+        })
+    }
+
+    // ---- getters -------------------------------------------------------------------------
+
+    fn local(&self) -> &Member {
+        &self.members.list[0]
+    }
+
+    /// Our name.
+    pub fn name(&self) -> &str {
+        &self.local().name
+    }
+
+    /// Our current incarnation.
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Label, keys and caps in force.
+    pub fn framing(&self) -> &Framing {
+        &self.framing
+    }
+
+    /// Lifeguard's local health score: 0 is healthy; higher means our own probes have been
+    /// failing, so we slow down and trust our own verdicts less.
+    pub fn health_score(&self) -> usize {
+        self.awareness
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Every member we know, ourselves included.
+    pub fn members(&self) -> impl Iterator<Item = MemberInfo> + '_ {
+        self.members.list.iter().map(MemberInfo::from)
+    }
+
+    /// One member by name.
+    pub fn member(&self, name: &str) -> Option<MemberInfo> {
+        self.members
+            .find(name)
+            .map(|i| MemberInfo::from(&self.members.list[i]))
+    }
+
+    /// Number of members we know in any state (memberlist's node-count estimate).
+    pub fn num_known(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Number of members alive or suspect, ourselves included.
+    pub fn num_live(&self) -> usize {
+        self.members
+            .list
+            .iter()
+            .filter(|m| !m.state.is_gone())
+            .count()
+    }
+
+    /// Broadcasts waiting to go out (memberlist's and the application's).
+    pub fn queued_broadcasts(&self) -> usize {
+        self.broadcasts.len() + self.user_broadcasts.len()
+    }
+
+    // ---- outputs -------------------------------------------------------------------------
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next TCP exchange to perform.
+    pub fn poll_stream(&mut self) -> Option<StreamRequest> {
+        self.stream_requests.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self
+            .next_probe
+            .min(self.next_gossip)
+            .min(self.next_push_pull);
+        if let Some(p) = &self.probe {
+            t = t.min(if p.indirect_sent {
+                p.end
+            } else {
+                p.ack_deadline
+            });
+        }
+        if let Some(Reverse((d, _))) = self.deadlines.peek() {
+            t = t.min(*d);
+        }
+        if let Some(d) = self.leave_deadline {
+            t = t.min(d);
+        }
+        Some(t)
+    }
+
+    // ---- commands ------------------------------------------------------------------------
+
+    /// Joins a cluster: a push/pull (with the join flag) to each seed. Results arrive as
+    /// [`Event::PushPullComplete`]. Also clears a previous [`leave`](Self::leave), bumping
+    /// our incarnation so that peers take us back (Go cannot rejoin after leaving:
+    /// hashicorp/memberlist#140).
+    pub fn join(&mut self, now: Instant, seeds: &[SocketAddr]) {
+        if self.leaving {
+            self.leaving = false;
+            self.leave_deadline = None;
+            self.bump_incarnation(now, self.incarnation);
+        }
+        for &seed in seeds {
+            self.start_push_pull(now, seed, true);
+        }
+    }
+
+    /// Leaves gracefully: announces our departure and reports [`Event::LeaveComplete`] once
+    /// the announcement has gone out `retransmit` times, or after `timeout`.
+    pub fn leave(&mut self, now: Instant, timeout: Duration) {
+        if self.leaving {
+            return;
+        }
+        self.leaving = true;
+        let name = self.local().name.clone();
+        let dead = Dead {
+            incarnation: self.incarnation,
+            node: name.to_string(),
+            from: name.to_string(),
+        };
+        let anyone_alive = self
+            .members
+            .list
+            .iter()
+            .skip(1)
+            .any(|m| m.state == MemberState::Alive);
+        self.members.list[0].state = MemberState::Left;
+        self.members.list[0].state_change = now;
+        let bytes = Message::Dead(dead).to_vec(Transport::Packet);
+        self.broadcasts.push(Some(&name), bytes, anyone_alive);
+        if anyone_alive {
+            self.leave_deadline = Some(now + timeout);
+        } else {
+            self.events.push_back(Event::LeaveComplete);
+        }
+    }
+
+    /// Changes our metadata and tells everyone (a new incarnation).
+    pub fn set_meta(&mut self, now: Instant, meta: Vec<u8>) -> Result<(), ConfigError> {
+        if meta.len() > wire::META_MAX_SIZE {
+            return Err(ConfigError {
+                field: "meta",
+                problem: format!("{} bytes; at most 512 are allowed", meta.len()),
+            });
+        }
+        self.members.list[0].meta = Some(meta.into());
+        self.bump_incarnation(now, self.incarnation);
+        Ok(())
+    }
+
+    /// Sets the payload our acks carry (Go's `PingDelegate.AckPayload`).
+    pub fn set_ack_payload(&mut self, payload: Option<Vec<u8>>) {
+        self.ack_payload = payload;
+    }
+
+    /// Sets the application state sent in push/pulls (Go's `Delegate.LocalState`).
+    pub fn set_local_state(&mut self, state: Vec<u8>) {
+        self.local_state = state;
+    }
+
+    /// Queues an application broadcast, piggy-backed after memberlist's own messages. A
+    /// `key` replaces any queued broadcast with the same key.
+    pub fn broadcast_user(&mut self, key: Option<&str>, msg: Vec<u8>) {
+        let mut framed = Vec::with_capacity(msg.len() + 1);
+        framed.push(u8::from(wire::MessageType::User));
+        framed.extend_from_slice(&msg);
+        self.user_broadcasts.push(key, framed, false);
+    }
+
+    /// Sends an application message to one peer: over UDP (best effort) or TCP (reliable).
+    pub fn send_user(&mut self, now: Instant, to: SocketAddr, msg: Vec<u8>, reliable: bool) {
+        if reliable {
+            let m = Message::User(msg);
+            self.request_stream(now, to, &m, false, StreamPurpose::OneWay);
+        } else {
+            let bytes = Message::User(msg).to_vec(Transport::Packet);
+            self.send_raw(to, &bytes, false);
+        }
+    }
+
+    /// Installs a key for decryption (and encryption once made primary).
+    pub fn install_key(&mut self, key: wire::SecretKey) {
+        self.framing.keyring.install(key);
+    }
+
+    /// Makes an installed key the primary (encrypting) key.
+    pub fn use_key(&mut self, key: &[u8]) -> Result<(), wire::KeyringError> {
+        self.framing.keyring.use_key(key)
+    }
+
+    /// Removes a key that is not the primary.
+    pub fn remove_key(&mut self, key: &[u8]) -> Result<(), wire::KeyringError> {
+        self.framing.keyring.remove(key)
+    }
+
+    /// Adds a member as if its alive message had arrived (static configuration, simulators).
+    pub fn add_member(&mut self, now: Instant, alive: &Alive) {
+        self.on_alive(now, alive, None);
+    }
+
+    // ---- inputs --------------------------------------------------------------------------
+
+    /// A UDP datagram arrived.
+    pub fn handle_packet(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += bytes.len() as u64;
+        let contents = match packet::open(&self.framing, bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                self.count_rejected(e);
+                return;
+            }
+        };
+        self.stats.malformed += (contents.malformed.len() + contents.truncated_parts) as u64;
+        for msg in contents.messages {
+            self.handle_message(now, from, msg);
+        }
+    }
+
+    /// An accepted TCP connection has delivered `buf` so far (everything since it opened).
+    pub fn handle_incoming_stream(&mut self, now: Instant, buf: &[u8]) -> IncomingStream {
+        let opened = match stream::open(&self.framing, buf, true) {
+            Ok(None) => return IncomingStream::NeedMore,
+            Ok(Some(o)) => o,
+            Err(e) => {
+                self.stats.streams_in += 1;
+                self.count_rejected(e);
+                return IncomingStream::Rejected(e);
+            }
+        };
+        self.stats.streams_in += 1;
+        match opened.message {
+            Message::Ping(ping) => {
+                if !ping.node.is_empty() && ping.node != self.name() {
+                    self.stats.ignored += 1;
+                    return IncomingStream::Close;
+                }
+                let ack = Message::Ack(Ack {
+                    seq_no: ping.seq_no,
+                    payload: None,
+                });
+                IncomingStream::Reply(self.seal_stream(&ack, false))
+            }
+            Message::PushPull(remote) => {
+                let reply = Message::PushPull(self.local_push_pull(remote.join));
+                let bytes = self.seal_stream(&reply, false);
+                self.merge_remote(now, remote);
+                IncomingStream::Reply(bytes)
+            }
+            Message::User(msg) => {
+                self.events.push_back(Event::UserMsg(msg));
+                IncomingStream::Close
+            }
+            _ => {
+                self.stats.ignored += 1;
+                IncomingStream::Close
+            }
+        }
+    }
+
+    /// An outgoing TCP exchange delivered `buf` so far.
+    pub fn handle_stream_response(
+        &mut self,
+        now: Instant,
+        id: StreamId,
+        buf: &[u8],
+    ) -> StreamProgress {
+        let opened = match stream::open(&self.framing, buf, false) {
+            Ok(None) => return StreamProgress::NeedMore,
+            Ok(Some(o)) => Ok(o.message),
+            Err(e) => Err(e),
+        };
+        let Some(purpose) = self.streams.remove(&id) else {
+            return StreamProgress::Done;
+        };
+        match (purpose, opened) {
+            (StreamPurpose::PushPull { join, addr }, Ok(Message::PushPull(remote))) => {
+                self.merge_remote(now, remote);
+                self.events.push_back(Event::PushPullComplete {
+                    addr,
+                    join,
+                    ok: true,
+                });
+            }
+            (StreamPurpose::TcpPing { seq }, Ok(Message::Ack(ack))) => {
+                if let Some(p) = &mut self.probe
+                    && p.seq == seq
+                    && ack.seq_no == seq
+                {
+                    p.tcp_ok = true;
+                }
+            }
+            (purpose, result) => {
+                if let Err(e) = result {
+                    self.count_rejected(e);
+                } else {
+                    self.stats.ignored += 1;
+                }
+                self.fail_stream(now, purpose, StreamFailure::Io);
+            }
+        }
+        StreamProgress::Done
+    }
+
+    /// An outgoing TCP exchange failed.
+    pub fn handle_stream_failed(&mut self, now: Instant, id: StreamId, why: StreamFailure) {
+        if let Some(purpose) = self.streams.remove(&id) {
+            self.fail_stream(now, purpose, why);
+        }
+    }
+
+    fn fail_stream(&mut self, now: Instant, purpose: StreamPurpose, why: StreamFailure) {
+        match purpose {
+            StreamPurpose::PushPull { join, addr } => {
+                if why == StreamFailure::Refused {
+                    self.handle_unreachable(now, addr);
+                }
+                self.events.push_back(Event::PushPullComplete {
+                    addr,
+                    join,
+                    ok: false,
+                });
+            }
+            StreamPurpose::TcpPing { .. } | StreamPurpose::OneWay => {}
+        }
+    }
+
+    /// Strong evidence: `addr` answered with ICMP port unreachable, or refused a TCP
+    /// connection, so no process listens there. It counts as one confirmation of an existing
+    /// suspicion (when `use_strong_evidence` is on); it never declares anyone dead by itself.
+    pub fn handle_unreachable(&mut self, now: Instant, addr: SocketAddr) {
+        if !self.config.use_strong_evidence {
+            return;
+        }
+        let Some(i) = (1..self.members.len()).find(|&i| self.members.list[i].addr() == addr) else {
+            return;
+        };
+        let m = &mut self.members.list[i];
+        if let Some(s) = m.suspicion.as_deref_mut()
+            && s.confirm_strong()
+        {
+            let (deadline, episode) = (s.deadline(), s.episode);
+            self.deadlines
+                .push(Reverse((deadline, Deadline::Suspicion { episode })));
+        }
+        let _ = now;
+    }
+
+    /// Time has come (see [`poll_timeout`](Self::poll_timeout)).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(d) = self.leave_deadline
+            && now >= d
+        {
+            self.leave_deadline = None;
+            self.events.push_back(Event::LeaveComplete);
+        }
+        while let Some(Reverse((d, what))) = self.deadlines.peek().copied() {
+            if d > now {
+                break;
+            }
+            self.deadlines.pop();
+            match what {
+                Deadline::Suspicion { episode } => self.suspicion_expired(now, episode, d),
+                Deadline::Relay { seq } => self.relay_timer(now, seq),
+            }
+        }
+        if let Some(p) = &self.probe
+            && !p.indirect_sent
+            && now >= p.ack_deadline
+        {
+            self.probe_indirect(now);
+        }
+        if let Some(p) = &self.probe
+            && p.indirect_sent
+            && now >= p.end
+        {
+            self.probe_verdict(now);
+        }
+        if self.probe.is_none() && now >= self.next_probe {
+            self.start_probe(now);
+        }
+        if now >= self.next_gossip {
+            self.gossip(now);
+            self.next_gossip = advance(self.next_gossip, self.config.gossip_interval, now);
+        }
+        if now >= self.next_push_pull {
+            self.periodic_push_pull(now);
+            let interval = push_pull_scale(self.config.push_pull_interval, self.members.len());
+            self.next_push_pull = advance(self.next_push_pull, interval, now);
+        }
+    }
+
+    // ---- message handling ----------------------------------------------------------------
+
+    fn count_rejected(&mut self, e: DecodeError) {
+        match e {
+            DecodeError::NoKeyDecrypts
+            | DecodeError::EncryptionMismatch
+            | DecodeError::UnknownEncryptionVersion(_)
+            | DecodeError::CiphertextTooShort
+            | DecodeError::BadPadding => self.stats.decrypt_failures += 1,
+            DecodeError::LabelMismatch | DecodeError::UnexpectedLabel | DecodeError::EmptyLabel => {
+                self.stats.label_mismatches += 1;
+            }
+            _ => self.stats.malformed += 1,
+        }
+    }
+
+    fn handle_message(&mut self, now: Instant, from: SocketAddr, msg: Message) {
+        match msg {
+            Message::Ping(p) => self.on_ping(from, p),
+            Message::IndirectPing(p) => self.on_indirect_ping(now, from, p),
+            Message::Ack(a) => self.on_ack(now, a),
+            Message::Nack(n) => self.on_nack(n),
+            Message::Alive(a) => self.on_alive(now, &a, Some(from)),
+            Message::Suspect(s) => self.on_suspect(now, &s),
+            Message::Dead(d) => self.on_dead(now, &d),
+            Message::User(m) => self.events.push_back(Event::UserMsg(m)),
+            _ => self.stats.ignored += 1,
+        }
+    }
+
+    fn reply_addr(from: SocketAddr, source_addr: &[u8], source_port: u16) -> SocketAddr {
+        match (wire::ip_from_wire(source_addr), source_port) {
+            (Some(ip), port) if port > 0 => SocketAddr::new(ip, port),
+            _ => from,
+        }
+    }
+
+    fn on_ping(&mut self, from: SocketAddr, p: Ping) {
+        if !p.node.is_empty() && p.node != self.name() {
+            self.stats.ignored += 1;
+            return;
+        }
+        let ack = Message::Ack(Ack {
+            seq_no: p.seq_no,
+            payload: self.ack_payload.clone(),
+        });
+        let to = Self::reply_addr(from, &p.source_addr, p.source_port);
+        self.send_msg(to, ack.to_vec(Transport::Packet));
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    fn own_ping(&self, seq: u32, target: &str) -> Ping {
+        let me = self.local();
+        Ping {
+            seq_no: seq,
+            node: target.to_string(),
+            source_addr: me.ip.as_bytes().to_vec(),
+            source_port: me.port,
+            source_node: me.name.to_string(),
+        }
+    }
+
+    fn on_indirect_ping(&mut self, now: Instant, from: SocketAddr, req: IndirectPing) {
+        let Some(ip) = req.target.as_deref().and_then(wire::ip_from_wire) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let seq = self.next_seq();
+        let ping = Message::Ping(self.own_ping(seq, &req.node));
+        self.send_msg(
+            SocketAddr::new(ip, req.port),
+            ping.to_vec(Transport::Packet),
+        );
+        let nack_at = req.nack.then(|| now + self.config.probe_timeout);
+        let expires = now + self.config.probe_interval;
+        self.relays.insert(
+            seq,
+            Relay {
+                origin_seq: req.seq_no,
+                reply_to: Self::reply_addr(from, &req.source_addr, req.source_port),
+                nack_at,
+                expires,
+            },
+        );
+        self.deadlines.push(Reverse((
+            nack_at.unwrap_or(expires),
+            Deadline::Relay { seq },
+        )));
+    }
+
+    fn relay_timer(&mut self, now: Instant, seq: u32) {
+        let Some(relay) = self.relays.get_mut(&seq) else {
+            return;
+        };
+        if let Some(at) = relay.nack_at
+            && now >= at
+        {
+            relay.nack_at = None;
+            let (to, origin) = (relay.reply_to, relay.origin_seq);
+            let expires = relay.expires;
+            self.deadlines
+                .push(Reverse((expires, Deadline::Relay { seq })));
+            let nack = Message::Nack(Nack { seq_no: origin });
+            self.send_msg(to, nack.to_vec(Transport::Packet));
+            return;
+        }
+        if now >= relay.expires {
+            self.relays.remove(&seq);
+        }
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: Ack) {
+        if let Some(relay) = self.relays.remove(&ack.seq_no) {
+            let fwd = Message::Ack(Ack {
+                seq_no: relay.origin_seq,
+                payload: None,
+            });
+            self.send_msg(relay.reply_to, fwd.to_vec(Transport::Packet));
+            return;
+        }
+        match &self.probe {
+            Some(p) if p.seq == ack.seq_no && now < p.end => {
+                let rtt = now.saturating_duration_since(p.sent);
+                let name = p.target.clone();
+                let direct = !p.indirect_sent;
+                self.probe_succeeded(now);
+                if direct {
+                    self.events.push_back(Event::PingComplete {
+                        name,
+                        rtt,
+                        payload: ack.payload,
+                    });
+                }
+            }
+            _ => self.stats.ignored += 1,
+        }
+    }
+
+    fn on_nack(&mut self, n: Nack) {
+        match &mut self.probe {
+            Some(p) if p.seq == n.seq_no => p.nacks += 1,
+            _ => self.stats.ignored += 1,
+        }
+    }
+
+    // ---- probing -------------------------------------------------------------------------
+
+    fn scaled(&self, d: Duration) -> Duration {
+        if self.config.lifeguard {
+            d * (self.awareness as u32 + 1)
+        } else {
+            d
+        }
+    }
+
+    fn apply_awareness(&mut self, delta: isize) {
+        if !self.config.lifeguard {
+            return;
+        }
+        let max = self.config.awareness_max_multiplier as isize - 1;
+        self.awareness = (self.awareness as isize + delta).clamp(0, max) as usize;
+    }
+
+    fn start_probe(&mut self, now: Instant) {
+        let target = loop {
+            match self.urgent_probes.pop_front() {
+                Some(name) => {
+                    if let Some(i) = self.members.find(&name)
+                        && i != 0
+                        && !self.members.list[i].state.is_gone()
+                    {
+                        break Some(i);
+                    }
+                }
+                None => {
+                    break self.members.next_probe_target(
+                        now,
+                        self.config.gossip_to_the_dead_time,
+                        &mut self.rng,
+                    );
+                }
+            }
+        };
+        let Some(i) = target else {
+            self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+            return;
+        };
+        self.stats.probes += 1;
+        let seq = self.next_seq();
+        let target = &self.members.list[i];
+        let (name, addr, suspect) = (
+            target.name.clone(),
+            target.addr(),
+            target.state == MemberState::Suspect,
+        );
+        let ping = Message::Ping(self.own_ping(seq, &name)).to_vec(Transport::Packet);
+        if suspect {
+            // Lifeguard's buddy system: tell the suspect it is suspected, so it refutes at once.
+            let accusation = Message::Suspect(Suspect {
+                incarnation: self.members.list[i].incarnation,
+                node: name.to_string(),
+                from: self.name().to_string(),
+            })
+            .to_vec(Transport::Packet);
+            self.send_compound(addr, vec![ping, accusation], Some(i));
+        } else {
+            self.send_msg(addr, ping);
+        }
+        let end = now + self.scaled(self.config.probe_interval);
+        self.probe = Some(Probe {
+            target: name,
+            seq,
+            sent: now,
+            ack_deadline: now + self.config.probe_timeout,
+            end,
+            indirect_sent: false,
+            expected_nacks: 0,
+            nacks: 0,
+            tcp: None,
+            tcp_ok: false,
+        });
+    }
+
+    fn probe_indirect(&mut self, now: Instant) {
+        let Some(p) = &self.probe else { return };
+        let Some(ti) = self.members.find(&p.target) else {
+            self.probe = None;
+            return;
+        };
+        let target = self.members.list[ti].clone();
+        let seq = p.seq;
+        let end = p.end;
+        let helpers =
+            self.members
+                .random(self.config.indirect_checks, Some(ti), &mut self.rng, |m| {
+                    m.state == MemberState::Alive
+                });
+        let mut expected_nacks = 0;
+        for h in helpers {
+            let helper = &self.members.list[h];
+            let nack = helper.pmax() >= 4;
+            expected_nacks += usize::from(nack);
+            let to = helper.addr();
+            let me = self.local();
+            let req = Message::IndirectPing(IndirectPing {
+                seq_no: seq,
+                target: Some(target.ip.as_bytes().to_vec()),
+                port: target.port,
+                node: target.name.to_string(),
+                nack,
+                source_addr: me.ip.as_bytes().to_vec(),
+                source_port: me.port,
+                source_node: me.name.to_string(),
+            });
+            self.send_msg(to, req.to_vec(Transport::Packet));
+        }
+        let mut tcp = None;
+        if !self.config.disable_tcp_pings && target.pmax() >= 3 {
+            let ping = Message::Ping(self.own_ping(seq, &target.name));
+            tcp = Some(self.request_stream_until(
+                target.addr(),
+                &ping,
+                true,
+                StreamPurpose::TcpPing { seq },
+                end,
+            ));
+        }
+        if let Some(p) = &mut self.probe {
+            p.indirect_sent = true;
+            p.expected_nacks = expected_nacks;
+            p.tcp = tcp;
+        }
+        let _ = now;
+    }
+
+    fn probe_succeeded(&mut self, now: Instant) {
+        if let Some(p) = self.probe.take()
+            && let Some(id) = p.tcp
+        {
+            self.streams.remove(&id);
+        }
+        self.apply_awareness(-1);
+        self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+    }
+
+    fn probe_verdict(&mut self, now: Instant) {
+        let Some(p) = self.probe.take() else { return };
+        if let Some(id) = p.tcp {
+            self.streams.remove(&id);
+        }
+        self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+        if p.tcp_ok {
+            // Reachable over TCP though UDP probes failed: a network problem, not a death.
+            self.apply_awareness(-1);
+            return;
+        }
+        self.stats.probes_failed += 1;
+        let delta = if p.expected_nacks > 0 {
+            p.expected_nacks.saturating_sub(p.nacks) as isize
+        } else {
+            1
+        };
+        self.apply_awareness(delta);
+        let Some(i) = self.members.find(&p.target) else {
+            return;
+        };
+        let s = Suspect {
+            incarnation: self.members.list[i].incarnation,
+            node: p.target.to_string(),
+            from: self.name().to_string(),
+        };
+        self.on_suspect(now, &s);
+    }
+
+    // ---- state machine -------------------------------------------------------------------
+
+    fn queue_broadcast(&mut self, name: &str, msg: &Message) {
+        let bytes = msg.to_vec(Transport::Packet);
+        if let Some(broadcast::Retired) = self.broadcasts.push(Some(name), bytes, false) {
+            self.leave_broadcast_retired();
+        }
+    }
+
+    fn leave_broadcast_retired(&mut self) {
+        if self.leaving && self.leave_deadline.take().is_some() {
+            self.events.push_back(Event::LeaveComplete);
+        }
+    }
+
+    fn own_alive(&self) -> Alive {
+        let me = self.local();
+        Alive {
+            incarnation: self.incarnation,
+            node: me.name.to_string(),
+            addr: Some(me.ip.as_bytes().to_vec()),
+            port: me.port,
+            meta: me.meta.as_ref().map(|m| m.to_vec()),
+            vsn: Some(me.vsn.to_vec()),
+        }
+    }
+
+    /// Announces ourselves with an incarnation above `accused` (refutation, meta change,
+    /// rejoin). Saturates rather than wrapping to 0 (hashicorp/memberlist#358).
+    fn bump_incarnation(&mut self, now: Instant, accused: u32) {
+        let next = self
+            .incarnation
+            .saturating_add(1)
+            .max(accused.saturating_add(1));
+        self.incarnation = next;
+        let me = &mut self.members.list[0];
+        me.incarnation = next;
+        if !self.leaving {
+            me.state = MemberState::Alive;
+            me.state_change = now;
+        }
+        let alive = Message::Alive(self.own_alive());
+        let name = self.local().name.clone();
+        self.queue_broadcast(&name, &alive);
+    }
+
+    fn refute(&mut self, now: Instant, accused: u32) {
+        if self.leaving {
+            return;
+        }
+        self.stats.refutations += 1;
+        self.apply_awareness(1);
+        self.bump_incarnation(now, accused);
+    }
+
+    fn plausible(&mut self, known: u32, claimed: u32) -> bool {
+        if claimed > known.saturating_add(MAX_INCARNATION_JUMP) {
+            self.stats.implausible_incarnations += 1;
+            return false;
+        }
+        true
+    }
+
+    fn on_alive(&mut self, now: Instant, a: &Alive, from: Option<SocketAddr>) {
+        let Some(ip) = a.addr.as_deref().and_then(WireIp::from_wire) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if a.node.is_empty() {
+            self.stats.malformed += 1;
+            return;
+        }
+        let mut vsn = [0u8; 6];
+        if let Some(v) = &a.vsn {
+            if v.len() >= 3 && (v[0] == 0 || v[1] == 0 || v[0] > v[1]) {
+                self.stats.ignored += 1;
+                return;
+            }
+            let n = v.len().min(6);
+            vsn[..n].copy_from_slice(&v[..n]);
+        }
+        if a.node == self.name() {
+            self.on_alive_about_us(now, a, vsn);
+            return;
+        }
+        let meta: Option<Arc<[u8]>> = a.meta.as_deref().map(Into::into);
+        let i = match self.members.find(&a.node) {
+            Some(i) => i,
+            None => {
+                // New node: enters as dead at incarnation 0, then the rules below revive it.
+                let m = Member {
+                    name: a.node.as_str().into(),
+                    ip,
+                    port: a.port,
+                    meta: None,
+                    vsn,
+                    incarnation: 0,
+                    state: MemberState::Dead,
+                    state_change: now,
+                    suspicion: None,
+                    last_nudge: None,
+                };
+                self.members.insert(m, &mut self.rng)
+            }
+        };
+        let m = &self.members.list[i];
+        if m.ip != ip || m.port != a.port {
+            let reclaim = m.state == MemberState::Left
+                || (m.state == MemberState::Dead
+                    && !self.config.dead_node_reclaim_time.is_zero()
+                    && now.saturating_duration_since(m.state_change)
+                        >= self.config.dead_node_reclaim_time);
+            if !reclaim {
+                let existing = MemberInfo::from(m);
+                let other_addr = SocketAddr::new(ip.ip(), a.port);
+                self.events.push_back(Event::Conflict {
+                    existing,
+                    other_addr,
+                });
+                return;
+            }
+        } else if a.incarnation <= m.incarnation {
+            if m.state == MemberState::Dead
+                && from.is_some()
+                && m.last_nudge
+                    .is_none_or(|t| now.saturating_duration_since(t) >= self.config.probe_interval)
+            {
+                // A node we hold dead speaks with an old incarnation: it restarted and does not
+                // know. Tell it directly so it refutes, instead of staying dead in our view
+                // forever (hashicorp/memberlist#311).
+                let nudge = Message::Suspect(Suspect {
+                    incarnation: m.incarnation,
+                    node: a.node.clone(),
+                    from: self.name().to_string(),
+                });
+                let to = m.addr();
+                self.members.list[i].last_nudge = Some(now);
+                self.send_msg(to, nudge.to_vec(Transport::Packet));
+            }
+            self.stats.ignored += 1;
+            return;
+        }
+        let known = self.members.list[i].incarnation;
+        if known > 0 && !self.plausible(known, a.incarnation) {
+            return;
+        }
+        let m = &self.members.list[i];
+        let old_state = m.state;
+        let meta_changed = m.meta != meta;
+        self.queue_broadcast(&a.node, &Message::Alive(a.clone()));
+        let m = &mut self.members.list[i];
+        m.suspicion = None;
+        m.incarnation = a.incarnation;
+        m.ip = ip;
+        m.port = a.port;
+        m.meta = meta;
+        m.vsn = vsn;
+        if m.state != MemberState::Alive {
+            m.state = MemberState::Alive;
+            m.state_change = now;
+        }
+        let info = MemberInfo::from(&*m);
+        match old_state {
+            MemberState::Dead | MemberState::Left => self.events.push_back(Event::Join(info)),
+            MemberState::Suspect => {
+                self.events.push_back(Event::Alive(info.clone()));
+                if meta_changed {
+                    self.events.push_back(Event::Update(info));
+                }
+            }
+            MemberState::Alive if meta_changed => self.events.push_back(Event::Update(info)),
+            MemberState::Alive => {}
+        }
+    }
+
+    fn on_alive_about_us(&mut self, now: Instant, a: &Alive, vsn: [u8; 6]) {
+        if self.leaving || a.incarnation < self.incarnation {
+            return;
+        }
+        let me = self.local();
+        let same = a.incarnation == self.incarnation
+            && a.meta.as_deref() == me.meta.as_deref()
+            && vsn == me.vsn;
+        if same {
+            return;
+        }
+        if !self.plausible(self.incarnation, a.incarnation) {
+            return;
+        }
+        self.refute(now, a.incarnation);
+    }
+
+    fn on_suspect(&mut self, now: Instant, s: &Suspect) {
+        let Some(i) = self.members.find(&s.node) else {
+            self.stats.ignored += 1;
+            return;
+        };
+        let m = &self.members.list[i];
+        if s.incarnation < m.incarnation {
+            self.stats.ignored += 1;
+            return;
+        }
+        if !self.plausible(m.incarnation, s.incarnation) {
+            return;
+        }
+        if i == 0 {
+            self.refute(now, s.incarnation);
+            return;
+        }
+        if let Some(susp) = self.members.list[i].suspicion.as_deref_mut() {
+            if susp.confirm(&s.from) {
+                let (deadline, episode) = (susp.deadline(), susp.episode);
+                self.deadlines
+                    .push(Reverse((deadline, Deadline::Suspicion { episode })));
+                self.queue_broadcast(&s.node, &Message::Suspect(s.clone()));
+            }
+            return;
+        }
+        if self.members.list[i].state != MemberState::Alive {
+            return;
+        }
+        if s.from == self.name() {
+            self.stats.suspicions_raised += 1;
+        } else if self.config.probe_on_suspicion {
+            let name = self.members.list[i].name.clone();
+            if self.probe.as_ref().is_none_or(|p| p.target != name) {
+                self.urgent_probes.push_back(name);
+                if self.probe.is_none() {
+                    self.next_probe = self.next_probe.min(now);
+                }
+            }
+        }
+        self.queue_broadcast(&s.node, &Message::Suspect(s.clone()));
+        let n = self.members.len();
+        let mut k = self.config.suspicion_mult.saturating_sub(2);
+        if n.saturating_sub(2) < k {
+            k = 0;
+        }
+        let min = suspicion::min_timeout(self.config.suspicion_mult, n, self.config.probe_interval);
+        let max = if self.config.lifeguard {
+            min * self.config.suspicion_max_timeout_mult as u32
+        } else {
+            min
+        };
+        if !self.config.lifeguard {
+            k = 0;
+        }
+        self.next_episode += 1;
+        let episode = self.next_episode;
+        let susp = Suspicion::new(now, &s.from, k, min, max, episode);
+        let deadline = susp.deadline();
+        let m = &mut self.members.list[i];
+        m.incarnation = s.incarnation;
+        m.state = MemberState::Suspect;
+        m.state_change = now;
+        m.suspicion = Some(Box::new(susp));
+        let info = MemberInfo::from(&*m);
+        self.suspect_episodes.insert(episode, info.name.clone());
+        self.deadlines
+            .push(Reverse((deadline, Deadline::Suspicion { episode })));
+        self.events.push_back(Event::Suspect {
+            member: info,
+            from: s.from.as_str().into(),
+        });
+    }
+
+    fn suspicion_expired(&mut self, now: Instant, episode: u64, fired: Instant) {
+        let Some(name) = self.suspect_episodes.get(&episode).cloned() else {
+            return;
+        };
+        let Some(i) = self.members.find(&name) else {
+            self.suspect_episodes.remove(&episode);
+            return;
+        };
+        let m = &self.members.list[i];
+        let Some(s) = m.suspicion.as_deref().filter(|s| s.episode == episode) else {
+            self.suspect_episodes.remove(&episode);
+            return;
+        };
+        if s.deadline() > fired {
+            // A stale heap entry; the current deadline has its own entry.
+            return;
+        }
+        self.suspect_episodes.remove(&episode);
+        self.stats.deaths_declared += 1;
+        let d = Dead {
+            incarnation: m.incarnation,
+            node: name.to_string(),
+            from: self.name().to_string(),
+        };
+        self.on_dead(now, &d);
+    }
+
+    fn on_dead(&mut self, now: Instant, d: &Dead) {
+        let Some(i) = self.members.find(&d.node) else {
+            self.stats.ignored += 1;
+            return;
+        };
+        let m = &self.members.list[i];
+        if d.incarnation < m.incarnation {
+            self.stats.ignored += 1;
+            return;
+        }
+        let known = m.incarnation;
+        if !self.plausible(known, d.incarnation) {
+            return;
+        }
+        if i == 0 {
+            if !self.leaving {
+                self.refute(now, d.incarnation);
+            } else {
+                self.queue_broadcast(&d.node, &Message::Dead(d.clone()));
+            }
+            return;
+        }
+        if self.members.list[i].state.is_gone() {
+            return;
+        }
+        self.queue_broadcast(&d.node, &Message::Dead(d.clone()));
+        let m = &mut self.members.list[i];
+        m.suspicion = None;
+        m.incarnation = d.incarnation;
+        m.state = if d.from == d.node {
+            MemberState::Left
+        } else {
+            MemberState::Dead
+        };
+        m.state_change = now;
+        let info = MemberInfo::from(&*m);
+        self.events.push_back(if info.state == MemberState::Left {
+            Event::Left(info)
+        } else {
+            Event::Dead(info)
+        });
+    }
+
+    // ---- gossip and sending --------------------------------------------------------------
+
+    fn gossip(&mut self, now: Instant) {
+        if self.broadcasts.is_empty() && self.user_broadcasts.is_empty() {
+            return;
+        }
+        let dead_window = self.config.gossip_to_the_dead_time;
+        let targets =
+            self.members
+                .random(self.config.gossip_nodes, None, &mut self.rng, |m| {
+                    match m.state {
+                        MemberState::Alive | MemberState::Suspect => true,
+                        MemberState::Dead => {
+                            now.saturating_duration_since(m.state_change) <= dead_window
+                        }
+                        MemberState::Left => false,
+                    }
+                });
+        let budget = self
+            .config
+            .udp_buffer_size
+            .saturating_sub(compound::HEADER_OVERHEAD + packet::overhead(&self.framing));
+        for t in targets {
+            let msgs = self.take_broadcasts(compound::PART_OVERHEAD, budget);
+            if msgs.is_empty() {
+                return;
+            }
+            let to = self.members.list[t].addr();
+            let crc = self.members.list[t].pmax() >= 5;
+            match compound::encode_batches(&msgs, self.config.max_compound_parts) {
+                Ok(batches) => {
+                    for b in batches {
+                        self.send_raw(to, &b, crc);
+                    }
+                }
+                Err(_) => unreachable!("parts are small and batches bounded"),
+            }
+        }
+    }
+
+    fn take_broadcasts(&mut self, overhead: usize, limit: usize) -> Vec<Vec<u8>> {
+        let n = self.members.len();
+        let tl = retransmit_limit(self.config.retransmit_mult, n);
+        let (mut msgs, retired) = self.broadcasts.take(overhead, limit, tl);
+        if retired.is_some() {
+            self.leave_broadcast_retired();
+        }
+        let used: usize = msgs.iter().map(|m| m.len() + overhead).sum();
+        if limit > used + overhead + 1 {
+            let (user, _) = self.user_broadcasts.take(overhead, limit - used, tl);
+            msgs.extend(user);
+        }
+        msgs
+    }
+
+    /// Sends one message with gossip piggy-backed, as Go's `sendMsg`.
+    fn send_msg(&mut self, to: SocketAddr, msg: Vec<u8>) {
+        let budget = self.config.udp_buffer_size.saturating_sub(
+            msg.len() + compound::HEADER_OVERHEAD + packet::overhead(&self.framing),
+        );
+        let extra = self.take_broadcasts(compound::PART_OVERHEAD, budget);
+        let crc = self.crc_for(to);
+        if extra.is_empty() {
+            self.send_raw(to, &msg, crc);
+        } else {
+            let mut parts = Vec::with_capacity(extra.len() + 1);
+            parts.push(msg);
+            parts.extend(extra);
+            self.send_parts(to, &parts, crc);
+        }
+    }
+
+    fn send_compound(&mut self, to: SocketAddr, mut parts: Vec<Vec<u8>>, peer: Option<usize>) {
+        let used: usize = parts
+            .iter()
+            .map(|p| p.len() + compound::PART_OVERHEAD)
+            .sum();
+        let budget = self
+            .config
+            .udp_buffer_size
+            .saturating_sub(used + compound::HEADER_OVERHEAD + packet::overhead(&self.framing));
+        parts.extend(self.take_broadcasts(compound::PART_OVERHEAD, budget));
+        let crc = peer.is_some_and(|i| self.members.list[i].pmax() >= 5);
+        self.send_parts(to, &parts, crc);
+    }
+
+    fn send_parts(&mut self, to: SocketAddr, parts: &[Vec<u8>], crc: bool) {
+        match compound::encode_batches(parts, self.config.max_compound_parts) {
+            Ok(batches) => {
+                for b in batches {
+                    self.send_raw(to, &b, crc);
+                }
+            }
+            Err(_) => unreachable!("parts are small and batches bounded"),
+        }
+    }
+
+    fn crc_for(&self, to: SocketAddr) -> bool {
+        // Go only finds the peer when node names are IPs; we look it up by address, and only
+        // among few members to keep sends cheap.
+        self.members.len() <= 64
+            && self
+                .members
+                .list
+                .iter()
+                .skip(1)
+                .any(|m| m.addr() == to && m.pmax() >= 5)
+    }
+
+    fn send_raw(&mut self, to: SocketAddr, payload: &[u8], crc: bool) {
+        let mut bytes = Vec::with_capacity(payload.len() + 64);
+        packet::seal(&self.framing, payload, crc, &mut self.rng, &mut bytes);
+        self.stats.packets_out += 1;
+        self.stats.bytes_out += bytes.len() as u64;
+        self.transmits.push_back(Transmit { to, bytes });
+    }
+
+    fn seal_stream(&mut self, msg: &Message, dialer: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        stream::seal(&self.framing, msg, dialer, &mut self.rng, &mut out);
+        out
+    }
+
+    fn request_stream(
+        &mut self,
+        now: Instant,
+        to: SocketAddr,
+        msg: &Message,
+        expects_reply: bool,
+        purpose: StreamPurpose,
+    ) -> StreamId {
+        let deadline = now + self.config.tcp_timeout;
+        self.request_stream_until(to, msg, expects_reply, purpose, deadline)
+    }
+
+    fn request_stream_until(
+        &mut self,
+        to: SocketAddr,
+        msg: &Message,
+        expects_reply: bool,
+        purpose: StreamPurpose,
+        deadline: Instant,
+    ) -> StreamId {
+        self.next_stream += 1;
+        let id = StreamId(self.next_stream);
+        let bytes = self.seal_stream(msg, true);
+        if expects_reply {
+            self.streams.insert(id, purpose);
+        }
+        self.stats.streams_out += 1;
+        self.stream_requests.push_back(StreamRequest {
+            id,
+            to,
+            bytes,
+            expects_reply,
+            deadline,
+        });
+        id
+    }
+
+    // ---- push/pull -----------------------------------------------------------------------
+
+    fn periodic_push_pull(&mut self, now: Instant) {
+        let picked = self
+            .members
+            .random(1, None, &mut self.rng, |m| m.state == MemberState::Alive);
+        if let Some(&i) = picked.first() {
+            let addr = self.members.list[i].addr();
+            self.start_push_pull(now, addr, false);
+        }
+    }
+
+    fn start_push_pull(&mut self, now: Instant, to: SocketAddr, join: bool) {
+        let msg = Message::PushPull(self.local_push_pull(join));
+        self.request_stream(
+            now,
+            to,
+            &msg,
+            true,
+            StreamPurpose::PushPull { join, addr: to },
+        );
+    }
+
+    fn local_push_pull(&self, join: bool) -> PushPull {
+        let states = self
+            .members
+            .list
+            .iter()
+            .enumerate()
+            .map(|(i, m)| PushNodeState {
+                name: m.name.to_string(),
+                addr: Some(m.ip.as_bytes().to_vec()),
+                port: m.port,
+                meta: m.meta.as_ref().map(|x| x.to_vec()),
+                incarnation: if i == 0 {
+                    self.incarnation
+                } else {
+                    m.incarnation
+                },
+                state: match m.state {
+                    MemberState::Alive => NodeState::Alive,
+                    MemberState::Suspect => NodeState::Suspect,
+                    MemberState::Dead => NodeState::Dead,
+                    MemberState::Left => NodeState::Left,
+                },
+                vsn: Some(m.vsn.to_vec()),
+            })
+            .collect();
+        PushPull {
+            join,
+            states,
+            user_state: self.local_state.clone(),
+        }
+    }
+
+    /// memberlist's `verifyProtocol`: every node's current versions must fall within the
+    /// range all alive nodes support.
+    fn compatible(&self, remote: &[PushNodeState]) -> bool {
+        let (mut pmin, mut pmax, mut dmin, mut dmax) = (0u8, u8::MAX, 0u8, u8::MAX);
+        let remote_alive = remote
+            .iter()
+            .filter(|s| s.state == NodeState::Alive)
+            .filter_map(|s| s.vsn.as_deref().filter(|v| v.len() >= 6));
+        let local_alive = self
+            .members
+            .list
+            .iter()
+            .filter(|m| m.state == MemberState::Alive)
+            .map(|m| &m.vsn[..]);
+        for v in remote_alive.chain(local_alive) {
+            pmin = pmin.max(v[0]);
+            pmax = pmax.min(v[1]);
+            dmin = dmin.max(v[3]);
+            dmax = dmax.min(v[4]);
+        }
+        let ok = |v: &[u8]| {
+            let (pcur, dcur) = (
+                v.get(2).copied().unwrap_or(0),
+                v.get(5).copied().unwrap_or(0),
+            );
+            (pmin..=pmax).contains(&pcur) && (dmin..=dmax).contains(&dcur)
+        };
+        remote.iter().all(|s| ok(s.vsn.as_deref().unwrap_or(&[])))
+            && self.members.list.iter().all(|m| ok(&m.vsn))
+    }
+
+    fn merge_remote(&mut self, now: Instant, remote: PushPull) {
+        if !self.compatible(&remote.states) {
+            self.stats.version_mismatches += 1;
+            return;
+        }
+        for s in &remote.states {
+            match s.state {
+                NodeState::Alive => {
+                    let a = Alive {
+                        incarnation: s.incarnation,
+                        node: s.name.clone(),
+                        addr: s.addr.clone(),
+                        port: s.port,
+                        meta: s.meta.clone(),
+                        vsn: s.vsn.clone(),
+                    };
+                    self.on_alive(now, &a, None);
+                }
+                NodeState::Left => {
+                    let d = Dead {
+                        incarnation: s.incarnation,
+                        node: s.name.clone(),
+                        from: s.name.clone(),
+                    };
+                    self.on_dead(now, &d);
+                }
+                // A peer's "dead" becomes our suspicion: we let the node refute first.
+                NodeState::Dead | NodeState::Suspect => {
+                    let sus = Suspect {
+                        incarnation: s.incarnation,
+                        node: s.name.clone(),
+                        from: self.name().to_string(),
+                    };
+                    self.on_suspect(now, &sus);
+                }
+                NodeState::Unknown(_) => {}
+            }
+        }
+        if !remote.user_state.is_empty() {
+            self.events.push_back(Event::RemoteState {
+                join: remote.join,
+                state: remote.user_state,
+            });
+        }
+    }
+}
+
+/// The first tick of a `period`-spaced schedule that lies after `now`.
+fn advance(mut at: Instant, period: Duration, now: Instant) -> Instant {
+    if period.is_zero() {
+        return now + Duration::from_secs(365 * 24 * 3600);
+    }
+    while at <= now {
+        at += period;
+    }
+    at
+}
+
+/// memberlist's push/pull period for `n` nodes: the base up to 32 nodes, then one more
+/// multiple per doubling.
+fn push_pull_scale(interval: Duration, n: usize) -> Duration {
+    const THRESHOLD: usize = 32;
+    if n <= THRESHOLD {
+        return interval;
+    }
+    let mult = ((n as f64).log2() - (THRESHOLD as f64).log2()).ceil() + 1.0;
+    interval.mul_f64(mult)
+}
+
+#[cfg(test)]
+mod tests;
