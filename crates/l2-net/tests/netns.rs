@@ -222,6 +222,30 @@ fn interfaces_that_appear_or_come_back_get_announcements_and_answers() {
         !matching(&lines, "na", &[("mac", &mac1), ("flags", "SO")]).is_empty()
     });
 
+    // eth1 changes its MAC: announced again at once, with the new MAC.
+    let new_mac = "02:00:5e:00:53:01";
+    let listener = lab.client_background(&[
+        "listen",
+        "--iface",
+        "eth0",
+        "--target",
+        VIP4,
+        "--wait-ms",
+        "3000",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    lab.ip("a", &["link", "set", "eth1", "address", new_mac]);
+    let lines = lab.finish(listener);
+    assert!(
+        !matching(
+            &lines,
+            "arp-reply",
+            &[("mac", new_mac), ("eth_dst", "ff:ff:ff:ff:ff:ff")]
+        )
+        .is_empty(),
+        "no gratuitous ARP with eth1's new MAC: {lines:?}"
+    );
+
     // eth0 goes down and comes back: it is announced again without anyone asking.
     let mac0 = lab.mac("a", "eth0");
     lab.ip("a", &["link", "set", "eth0", "down"]);
@@ -318,4 +342,26 @@ fn periodic_refresh_keeps_announcing() {
     wait_for("refresh rounds", Duration::from_secs(20), || {
         owner.stat("gratuitous_arp_sent") >= takeover_frames + 6
     });
+}
+
+#[test]
+fn an_interface_without_ipv6_gets_no_ndp_responder() {
+    if !root_or_skip("an_interface_without_ipv6_gets_no_ndp_responder") {
+        return;
+    }
+    let mut lab = Lab::new(&["a"]);
+    lab.sysctl("a", "net.ipv6.conf.eth0.disable_ipv6=1");
+    let owner = lab.speaker("a", &["--vip", VIP4, "--vip", VIP6]);
+    wait_for("owner interfaces", GENEROUS, || {
+        owner.stats().get("interfaces").map(String::as_str) == Some("eth0")
+    });
+    // ARP is answered on it; neighbour discovery is not spoken there at all.
+    assert_eq!(arp_answers(&arp(&lab, &[])).len(), 1);
+    let lines = ns(&lab, &[]);
+    assert!(na_answers(&lines).is_empty(), "{lines:?}");
+    wait_for("IPv4 announcements", GENEROUS, || {
+        owner.stat("gratuitous_arp_sent") >= 2
+    });
+    assert_eq!(owner.stat("unsolicited_na_sent"), 0);
+    assert_eq!(owner.stat("neighbor_solicits_answered"), 0);
 }

@@ -159,6 +159,12 @@ impl Lab {
         String::from_utf8_lossy(&run(&full).stdout).into_owned()
     }
 
+    /// Sets a sysctl inside a host's namespace.
+    pub(crate) fn sysctl(&self, host: &str, setting: &str) {
+        let ns = self.ns(host);
+        run(&["ip", "netns", "exec", &ns, "sysctl", "-qw", setting]);
+    }
+
     pub(crate) fn mac(&self, host: &str, iface: &str) -> String {
         let out = self.ip(host, &["-o", "link", "show", iface]);
         let after = out.split("link/ether ").nth(1).expect("an Ethernet link");
