@@ -55,7 +55,7 @@ fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET
 socket.socket(fam, socket.SOCK_DGRAM).sendto(b'v', (sys.argv[1], 9))" "$1"; }
 send 198.18.1.2
 send 2001:db8:1::2
-sleep 1
+sleep 3
 # Entries go stale; new traffic makes X re-check Y with unicast probes (ARP and NS).
 ip -n "$X" neigh change 198.18.1.2 dev veth0 nud stale
 ip -n "$X" neigh change 2001:db8:1::2 dev veth0 nud stale
