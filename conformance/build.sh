@@ -9,7 +9,10 @@
 # (go-msgpack, go-metrics, ...) comes from /usr/share/gocode.  Nothing is
 # fetched from the network: GOPATH mode, GO111MODULE=off, GOPROXY=off.
 #
-# Prints the path of the built binary on the last line of stdout.
+# Also builds cmd/vigil-gopeer, a real memberlist node for vigil's mixed-cluster
+# tests, next to it as .build/bin/vigil-gopeer.
+#
+# Prints the path of the built vigil-conformance binary on the last line of stdout.
 #
 #   build.sh           build if anything changed
 #   build.sh --check   also run gofmt and go vet over our Go code (always rebuilds)
@@ -33,6 +36,9 @@ bin="$build/bin/vigil-conformance"
 pkg_dir="$gopath/src/github.com/hashicorp/memberlist"
 cmd_import="vigil/conformance/cmd/vigil-conformance"
 cmd_dir="$gopath/src/$cmd_import"
+peer_bin="$build/bin/vigil-gopeer"
+peer_import="vigil/conformance/cmd/vigil-gopeer"
+peer_dir="$gopath/src/$peer_import"
 
 die() {
     echo "conformance/build.sh: $*" >&2
@@ -50,14 +56,16 @@ command -v go >/dev/null 2>&1 ||
 # cache would make a rebuild cheap too, but this keeps repeated calls from
 # the Rust test-suite at a few milliseconds.
 inputs=("$here/build.sh" "$here/memberlist-export" "$here/cmd" "$upstream")
-if [ "$check" = 0 ] && [ -x "$bin" ] && [ -z "$(find "${inputs[@]}" -newer "$bin" -print -quit)" ]; then
+if [ "$check" = 0 ] && [ -x "$bin" ] && [ -x "$peer_bin" ] &&
+    [ -z "$(find "${inputs[@]}" -newer "$bin" -print -quit)" ] &&
+    [ -z "$(find "${inputs[@]}" -newer "$peer_bin" -print -quit)" ]; then
     echo "$bin"
     exit 0
 fi
 
 # Fresh copy each time so that files deleted from our sources disappear too.
-rm -rf "$pkg_dir" "$cmd_dir"
-mkdir -p "$pkg_dir" "$cmd_dir" "$build/bin"
+rm -rf "$pkg_dir" "$cmd_dir" "$peer_dir"
+mkdir -p "$pkg_dir" "$cmd_dir" "$peer_dir" "$build/bin"
 
 # Upstream package: non-test Go files, internal/ and vendor/ (0.2.2 vendors
 # github.com/sean-/seed).  Tests are left out; they are not ours to vet.
@@ -70,6 +78,7 @@ done
 find "$pkg_dir" -name '*_test.go' -delete
 cp "$here"/memberlist-export/*.go "$pkg_dir/"
 cp "$here"/cmd/vigil-conformance/*.go "$cmd_dir/"
+cp "$here"/cmd/vigil-gopeer/*.go "$peer_dir/"
 
 export GOPATH="$gopath:$system_gopath"
 export GO111MODULE=off
@@ -82,7 +91,8 @@ if [ "$check" = 1 ]; then
     [ -z "$unformatted" ] || die "not gofmt-formatted: $unformatted"
     # Vet our command and the package as a whole (upstream files included,
     # since our wrappers live inside it).
-    go vet "$cmd_import" github.com/hashicorp/memberlist >&2 || die "go vet failed"
+    go vet "$cmd_import" "$peer_import" github.com/hashicorp/memberlist >&2 || die "go vet failed"
 fi
 go build -o "$bin" "$cmd_import" >&2 || die "go build failed"
+go build -o "$peer_bin" "$peer_import" >&2 || die "go build of vigil-gopeer failed"
 echo "$bin"

@@ -1,0 +1,662 @@
+//! [`Memberlist`]: the handle, and the one task that drives a [`Membership`].
+
+use crate::keyring_file::{KeyringFileError, parse_keyring, read_keyring_file};
+use crate::net::{self, StreamInput};
+use crate::{Error, resolve_seeds};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::{Instant, MissedTickBehavior, sleep_until};
+use vigil_gossip::wire::{Framing, Keyring, KeyringError, Label, SecretKey};
+use vigil_gossip::{Config, ConfigError, LocalNode, MemberInfo, Membership, Stats, StreamFailure};
+
+/// Go closes an inbound push/pull that would be the 128th in flight; we cap all inbound
+/// connections the same way.
+const MAX_INBOUND_STREAMS: usize = 128;
+/// How long [`Memberlist::shutdown`] waits for the driver before aborting it.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// How to start a node.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// Unique node name.
+    pub name: String,
+    /// Where to listen (UDP and TCP on the same port; port 0 picks a free one).
+    pub bind: SocketAddr,
+    /// The address peers should use, if not the bound one. Required when binding an
+    /// unspecified address (0.0.0.0 or ::); a zero port means the bound port.
+    pub advertise: Option<SocketAddr>,
+    /// Engine timings (a profile, possibly adjusted).
+    pub config: Config,
+    /// Initial metadata (at most 512 bytes).
+    pub meta: Vec<u8>,
+    /// Cluster label (empty for none).
+    pub label: Label,
+    /// Encryption keys, primary first; empty for no encryption. Not allowed together with
+    /// [`keyring_file`](Self::keyring_file).
+    pub keys: Vec<SecretKey>,
+    /// A keyring file (JSON array of base64 keys, primary first), read at start and applied
+    /// again whenever its contents change.
+    pub keyring_file: Option<PathBuf>,
+    /// How often to look at the keyring file.
+    pub keyring_poll: Duration,
+    /// Seed for the engine's randomness; `None` takes one from the OS.
+    pub seed: Option<[u8; 32]>,
+}
+
+impl Options {
+    /// Options with Go's LAN timings, no label, no encryption.
+    pub fn new(name: impl Into<String>, bind: SocketAddr) -> Self {
+        Self {
+            name: name.into(),
+            bind,
+            advertise: None,
+            config: Config::lan(),
+            meta: Vec::new(),
+            label: Label::default(),
+            keys: Vec::new(),
+            keyring_file: None,
+            keyring_poll: Duration::from_secs(1),
+            seed: None,
+        }
+    }
+}
+
+/// What the event stream carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// An engine event (joins, updates, suspicions, deaths, leaves, user messages, …).
+    /// `PingComplete` is not forwarded: it fires on every probe.
+    Gossip(vigil_gossip::Event),
+    /// The keyring file changed and its keys are now in force.
+    KeyringReloaded {
+        /// Number of keys.
+        keys: usize,
+    },
+    /// The keyring file changed but could not be used; the previous keys stay in force.
+    KeyringRejected(KeyringFileError),
+}
+
+/// The stream of [`Event`]s from one node. Unbounded: read it, or drop it.
+#[derive(Debug)]
+pub struct Events(mpsc::UnboundedReceiver<Event>);
+
+impl Events {
+    /// The next event; `None` once the node has shut down.
+    pub async fn recv(&mut self) -> Option<Event> {
+        self.0.recv().await
+    }
+}
+
+/// Counters: the engine's, and the driver's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NetStats {
+    /// The engine's counters.
+    pub engine: Stats,
+    /// Datagrams the kernel refused to send.
+    pub udp_send_errors: u64,
+    /// Errors reading the UDP socket.
+    pub udp_recv_errors: u64,
+    /// TCP connections accepted.
+    pub tcp_accepted: u64,
+    /// TCP connections closed at once because too many were in flight.
+    pub tcp_busy: u64,
+    /// Outgoing TCP exchanges that failed (refused, timed out or broken).
+    pub streams_failed: u64,
+    /// Of those, refused connections (reported to the engine as strong evidence).
+    pub streams_refused: u64,
+    /// Keyring file reloads applied.
+    pub keyring_reloads: u64,
+    /// Keyring file contents rejected.
+    pub keyring_errors: u64,
+    /// Lifeguard's local health score.
+    pub health_score: usize,
+    /// Our incarnation.
+    pub incarnation: u32,
+}
+
+enum Command {
+    Join(Vec<SocketAddr>, oneshot::Sender<usize>),
+    Leave(Duration, oneshot::Sender<()>),
+    SetMeta(Vec<u8>, oneshot::Sender<Result<(), ConfigError>>),
+    Broadcast(Option<String>, Vec<u8>),
+    SendUser(SocketAddr, Vec<u8>, bool),
+    InstallKey(Box<SecretKey>),
+    UseKey(Vec<u8>, oneshot::Sender<Result<(), KeyringError>>),
+    RemoveKey(Vec<u8>, oneshot::Sender<Result<(), KeyringError>>),
+    Keys(oneshot::Sender<Vec<Vec<u8>>>),
+    Members(oneshot::Sender<Vec<MemberInfo>>),
+    Stats(oneshot::Sender<NetStats>),
+    Shutdown,
+}
+
+/// A running gossip node. Cheap to clone; every clone drives the same node. The node stops
+/// on [`shutdown`](Self::shutdown), or when the last handle is dropped.
+#[derive(Debug, Clone)]
+pub struct Memberlist {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    name: String,
+    local_addr: SocketAddr,
+    advertise: SocketAddr,
+    cmds: mpsc::UnboundedSender<Command>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.lock().ok().and_then(|mut t| t.take()) {
+            task.abort();
+        }
+    }
+}
+
+impl Memberlist {
+    /// Binds the sockets and starts the driver task on the current tokio runtime.
+    pub async fn start(options: Options) -> Result<(Self, Events), Error> {
+        let (tcp, udp) = net::bind(options.bind)?;
+        let local_addr = udp.local_addr().map_err(|source| Error::Bind {
+            addr: options.bind,
+            source,
+        })?;
+        let advertise = match options.advertise {
+            Some(a) if a.ip().is_unspecified() => {
+                return Err(Error::Options(format!(
+                    "advertise address {a} is unspecified: give the address peers should use"
+                )));
+            }
+            Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), local_addr.port()),
+            Some(a) => a,
+            None if local_addr.ip().is_unspecified() => {
+                return Err(Error::Options(format!(
+                    "bound to {local_addr}: give an advertise address peers can reach"
+                )));
+            }
+            None => local_addr,
+        };
+        let mut keys = options.keys.clone();
+        let mut watch = None;
+        if let Some(path) = &options.keyring_file {
+            if !keys.is_empty() {
+                return Err(Error::Options(
+                    "give either keys or a keyring file, not both".into(),
+                ));
+            }
+            keys = read_keyring_file(path)?;
+            watch = Some(KeyringWatch {
+                path: path.clone(),
+                seen: file_stamp(path),
+                text: std::fs::read_to_string(path).ok(),
+            });
+        }
+        let mut keys = keys.into_iter();
+        let keyring = match keys.next() {
+            Some(primary) => Keyring::new(primary, keys),
+            None => Keyring::default(),
+        };
+        let framing = Framing {
+            label: options.label.clone(),
+            keyring,
+            ..Framing::default()
+        };
+        let seed = match options.seed {
+            Some(s) => s,
+            None => {
+                let mut s = [0u8; 32];
+                getrandom::getrandom(&mut s)
+                    .map_err(|e| Error::Options(format!("no OS randomness: {e}")))?;
+                s
+            }
+        };
+        let local = LocalNode {
+            name: options.name.clone(),
+            addr: advertise,
+            meta: options.meta.clone(),
+        };
+        let engine = Membership::new(
+            options.config.clone(),
+            framing,
+            local,
+            seed,
+            Instant::now().into_std(),
+        )?;
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let (stream_tx, stream_rx) = mpsc::channel(256);
+        let driver = Driver {
+            engine,
+            udp,
+            tcp,
+            cmds: cmd_rx,
+            events: ev_tx,
+            stream_tx,
+            stream_rx,
+            tasks: JoinSet::new(),
+            inbound: Arc::new(Semaphore::new(MAX_INBOUND_STREAMS)),
+            joins: Vec::new(),
+            leaves: Vec::new(),
+            watch,
+            keyring_poll: options.keyring_poll.max(Duration::from_millis(10)),
+            counters: NetStats::default(),
+        };
+        let task = tokio::spawn(driver.run());
+        let inner = Inner {
+            name: options.name,
+            local_addr,
+            advertise,
+            cmds: cmd_tx,
+            task: Mutex::new(Some(task)),
+        };
+        Ok((
+            Self {
+                inner: Arc::new(inner),
+            },
+            Events(ev_rx),
+        ))
+    }
+
+    /// Our node name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The bound address (UDP and TCP).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local_addr
+    }
+
+    /// The address peers know us by.
+    pub fn advertise_addr(&self) -> SocketAddr {
+        self.inner.advertise
+    }
+
+    fn send(&self, cmd: Command) -> Result<(), Error> {
+        self.inner.cmds.send(cmd).map_err(|_| Error::Stopped)
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send(make(tx))?;
+        rx.await.map_err(|_| Error::Stopped)
+    }
+
+    /// Joins through seeds written as Go's `Join` takes them (`[name/]host[:port]`; the port
+    /// defaults to ours). Returns how many seeds answered; fails if none did.
+    pub async fn join(&self, seeds: &[String]) -> Result<usize, Error> {
+        let addrs = resolve_seeds(seeds, self.inner.local_addr.port()).await?;
+        self.join_addrs(addrs).await
+    }
+
+    /// Joins through seed addresses: a push/pull with each. Returns how many answered.
+    pub async fn join_addrs(&self, seeds: Vec<SocketAddr>) -> Result<usize, Error> {
+        let n = seeds.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        match self.ask(|tx| Command::Join(seeds, tx)).await? {
+            0 => Err(Error::JoinFailed(n)),
+            ok => Ok(ok),
+        }
+    }
+
+    /// Leaves gracefully: announces our departure and waits until the announcement has been
+    /// sent enough times, or `timeout`. The node keeps running (and answering) until
+    /// [`shutdown`](Self::shutdown).
+    pub async fn leave(&self, timeout: Duration) -> Result<(), Error> {
+        let wait = self.ask(|tx| Command::Leave(timeout, tx));
+        // The engine bounds the leave itself; this is the belt to its braces.
+        match tokio::time::timeout(timeout + Duration::from_secs(1), wait).await {
+            Ok(r) => r,
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Replaces our metadata and gossips it.
+    pub async fn set_meta(&self, meta: Vec<u8>) -> Result<(), Error> {
+        Ok(self.ask(|tx| Command::SetMeta(meta, tx)).await??)
+    }
+
+    /// Queues an application broadcast (piggy-backed on gossip); `key` replaces a queued one.
+    pub fn broadcast_user(&self, key: Option<String>, msg: Vec<u8>) -> Result<(), Error> {
+        self.send(Command::Broadcast(key, msg))
+    }
+
+    /// Sends an application message to one peer, over UDP or, if `reliable`, TCP.
+    pub fn send_user(&self, to: SocketAddr, msg: Vec<u8>, reliable: bool) -> Result<(), Error> {
+        self.send(Command::SendUser(to, msg, reliable))
+    }
+
+    /// Installs a key for decryption (Go's `InstallKey`).
+    pub fn install_key(&self, key: SecretKey) -> Result<(), Error> {
+        self.send(Command::InstallKey(Box::new(key)))
+    }
+
+    /// Makes an installed key the primary (Go's `UseKey`).
+    pub async fn use_key(&self, key: &[u8]) -> Result<(), Error> {
+        Ok(self.ask(|tx| Command::UseKey(key.to_vec(), tx)).await??)
+    }
+
+    /// Removes a key that is not the primary (Go's `RemoveKey`).
+    pub async fn remove_key(&self, key: &[u8]) -> Result<(), Error> {
+        Ok(self
+            .ask(|tx| Command::RemoveKey(key.to_vec(), tx))
+            .await??)
+    }
+
+    /// The installed keys, primary first.
+    pub async fn keys(&self) -> Result<Vec<Vec<u8>>, Error> {
+        self.ask(Command::Keys).await
+    }
+
+    /// Every member we know, ourselves included, in any state.
+    pub async fn members(&self) -> Result<Vec<MemberInfo>, Error> {
+        self.ask(Command::Members).await
+    }
+
+    /// Counters.
+    pub async fn stats(&self) -> Result<NetStats, Error> {
+        self.ask(Command::Stats).await
+    }
+
+    /// Stops the node without a leave (peers will notice its silence). Never hangs: the
+    /// driver gets two seconds to stop, then is aborted. In-flight TCP exchanges are dropped.
+    pub async fn shutdown(&self) {
+        let _ = self.send(Command::Shutdown);
+        let task = self.inner.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(mut task) = task
+            && tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+                .await
+                .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+struct KeyringWatch {
+    path: PathBuf,
+    seen: Option<(SystemTime, u64)>,
+    text: Option<String>,
+}
+
+fn file_stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+struct PendingJoin {
+    waiting: Vec<SocketAddr>,
+    ok: usize,
+    reply: oneshot::Sender<usize>,
+}
+
+struct Driver {
+    engine: Membership,
+    udp: UdpSocket,
+    tcp: TcpListener,
+    cmds: mpsc::UnboundedReceiver<Command>,
+    events: mpsc::UnboundedSender<Event>,
+    stream_tx: mpsc::Sender<StreamInput>,
+    stream_rx: mpsc::Receiver<StreamInput>,
+    tasks: JoinSet<()>,
+    inbound: Arc<Semaphore>,
+    joins: Vec<PendingJoin>,
+    leaves: Vec<oneshot::Sender<()>>,
+    watch: Option<KeyringWatch>,
+    keyring_poll: Duration,
+    counters: NetStats,
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+impl Driver {
+    async fn run(mut self) {
+        let mut buf = vec![0u8; 65_536];
+        let mut keyring_tick = tokio::time::interval(self.keyring_poll);
+        keyring_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            self.drain().await;
+            let deadline = self.engine.poll_timeout().map(Instant::from_std);
+            let sleep = async {
+                match deadline {
+                    Some(d) => sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = self.udp.recv_from(&mut buf) => match r {
+                    Ok((n, from)) => self.engine.handle_packet(now(), from, &buf[..n]),
+                    Err(_) => self.counters.udp_recv_errors += 1,
+                },
+                r = self.tcp.accept() => {
+                    if let Ok((sock, _)) = r {
+                        self.accept(sock);
+                    }
+                }
+                Some(input) = self.stream_rx.recv() => self.on_stream(input),
+                cmd = self.cmds.recv() => match cmd {
+                    None | Some(Command::Shutdown) => break,
+                    Some(cmd) => self.on_command(cmd),
+                },
+                _ = keyring_tick.tick(), if self.watch.is_some() => self.check_keyring_file(),
+                Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
+                () = sleep => {}
+            }
+            // Trust the clock, not the timer: the sleep may have been cut short by other
+            // input, and any input may arrive after the deadline has passed.
+            if let Some(d) = deadline
+                && Instant::now() >= d
+            {
+                self.engine.handle_timeout(now());
+            }
+        }
+        self.tasks.shutdown().await;
+    }
+
+    /// Sends what the engine produced and forwards its events.
+    async fn drain(&mut self) {
+        while let Some(t) = self.engine.poll_transmit() {
+            if let Err(e) = self.udp.send_to(&t.bytes, t.to).await {
+                if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    self.engine.handle_unreachable(now(), t.to);
+                } else {
+                    self.counters.udp_send_errors += 1;
+                }
+            }
+        }
+        while let Some(req) = self.engine.poll_stream() {
+            self.tasks
+                .spawn(net::run_outgoing(req, self.stream_tx.clone()));
+        }
+        while let Some(ev) = self.engine.poll_event() {
+            self.on_event(ev);
+        }
+    }
+
+    fn accept(&mut self, sock: tokio::net::TcpStream) {
+        self.counters.tcp_accepted += 1;
+        let Ok(permit) = self.inbound.clone().try_acquire_owned() else {
+            self.counters.tcp_busy += 1;
+            return;
+        };
+        let _ = sock.set_nodelay(true);
+        let deadline = Instant::now() + self.engine.config().tcp_timeout;
+        let tx = self.stream_tx.clone();
+        self.tasks.spawn(async move {
+            net::serve_incoming(sock, tx, deadline).await;
+            drop(permit);
+        });
+    }
+
+    fn on_stream(&mut self, input: StreamInput) {
+        match input {
+            StreamInput::Incoming { buf, reply } => {
+                let decision = self.engine.handle_incoming_stream(now(), &buf);
+                let _ = reply.send((buf, decision));
+            }
+            StreamInput::Response { id, buf, reply } => {
+                let progress = self.engine.handle_stream_response(now(), id, &buf);
+                let _ = reply.send((buf, progress));
+            }
+            StreamInput::Failed { id, to, why } => {
+                self.counters.streams_failed += 1;
+                if why == StreamFailure::Refused {
+                    self.counters.streams_refused += 1;
+                    self.engine.handle_unreachable(now(), to);
+                }
+                self.engine.handle_stream_failed(now(), id, why);
+            }
+        }
+    }
+
+    fn on_event(&mut self, ev: vigil_gossip::Event) {
+        use vigil_gossip::Event as E;
+        match &ev {
+            E::PingComplete { .. } => return,
+            E::PushPullComplete {
+                addr,
+                join: true,
+                ok,
+            } => {
+                if let Some(i) = self.joins.iter().position(|j| j.waiting.contains(addr)) {
+                    let j = &mut self.joins[i];
+                    let at = j.waiting.iter().position(|a| a == addr).expect("found");
+                    j.waiting.swap_remove(at);
+                    j.ok += usize::from(*ok);
+                    if j.waiting.is_empty() {
+                        let j = self.joins.swap_remove(i);
+                        let _ = j.reply.send(j.ok);
+                    }
+                }
+            }
+            E::LeaveComplete => {
+                for tx in self.leaves.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
+            _ => {}
+        }
+        let _ = self.events.send(Event::Gossip(ev));
+    }
+
+    fn on_command(&mut self, cmd: Command) {
+        let now = now();
+        match cmd {
+            Command::Join(seeds, reply) => {
+                self.engine.join(now, &seeds);
+                self.joins.push(PendingJoin {
+                    waiting: seeds,
+                    ok: 0,
+                    reply,
+                });
+            }
+            Command::Leave(timeout, reply) => {
+                self.leaves.push(reply);
+                self.engine.leave(now, timeout);
+            }
+            Command::SetMeta(meta, reply) => {
+                let _ = reply.send(self.engine.set_meta(now, meta));
+            }
+            Command::Broadcast(key, msg) => self.engine.broadcast_user(key.as_deref(), msg),
+            Command::SendUser(to, msg, reliable) => self.engine.send_user(now, to, msg, reliable),
+            Command::InstallKey(key) => self.engine.install_key(*key),
+            Command::UseKey(key, reply) => {
+                let _ = reply.send(self.engine.use_key(&key));
+            }
+            Command::RemoveKey(key, reply) => {
+                let _ = reply.send(self.engine.remove_key(&key));
+            }
+            Command::Keys(reply) => {
+                let keys = self.engine.framing().keyring.keys();
+                let _ = reply.send(keys.iter().map(|k| k.as_bytes().to_vec()).collect());
+            }
+            Command::Members(reply) => {
+                let _ = reply.send(self.engine.members().collect());
+            }
+            Command::Stats(reply) => {
+                let mut s = self.counters.clone();
+                s.engine = self.engine.stats().clone();
+                s.health_score = self.engine.health_score();
+                s.incarnation = self.engine.incarnation();
+                let _ = reply.send(s);
+            }
+            Command::Shutdown => {}
+        }
+    }
+
+    fn check_keyring_file(&mut self) {
+        let Some(watch) = &mut self.watch else {
+            return;
+        };
+        let stamp = file_stamp(&watch.path);
+        if stamp == watch.seen {
+            return;
+        }
+        watch.seen = stamp;
+        let text = match std::fs::read_to_string(&watch.path) {
+            Ok(t) => t,
+            Err(e) => {
+                let err = KeyringFileError::Read {
+                    path: watch.path.clone(),
+                    reason: e.to_string(),
+                };
+                self.counters.keyring_errors += 1;
+                let _ = self.events.send(Event::KeyringRejected(err));
+                return;
+            }
+        };
+        if watch.text.as_deref() == Some(text.as_str()) {
+            return;
+        }
+        let parsed = parse_keyring(&watch.path, &text);
+        watch.text = Some(text);
+        match parsed {
+            Ok(keys) => {
+                self.apply_keys(&keys);
+                self.counters.keyring_reloads += 1;
+                let _ = self
+                    .events
+                    .send(Event::KeyringReloaded { keys: keys.len() });
+            }
+            Err(err) => {
+                self.counters.keyring_errors += 1;
+                let _ = self.events.send(Event::KeyringRejected(err));
+            }
+        }
+    }
+
+    /// Makes the keyring exactly `keys`, primary first, in Go's safe order: install, use,
+    /// then remove what is no longer listed.
+    fn apply_keys(&mut self, keys: &[SecretKey]) {
+        for k in keys {
+            self.engine.install_key(k.clone());
+        }
+        if let Some(primary) = keys.first() {
+            let _ = self.engine.use_key(primary.as_bytes());
+        }
+        let stale: Vec<Vec<u8>> = self
+            .engine
+            .framing()
+            .keyring
+            .keys()
+            .iter()
+            .filter(|k| !keys.contains(k))
+            .map(|k| k.as_bytes().to_vec())
+            .collect();
+        for k in stale {
+            let _ = self.engine.remove_key(&k);
+        }
+    }
+}

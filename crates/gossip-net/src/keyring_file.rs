@@ -1,0 +1,121 @@
+//! Keyring files: a JSON array of base64 keys, the first one primary (the format Serf and
+//! Consul use for their keyring files), e.g. `["T9jncgl9mbLus+baTTa7q7nPSUrXwbDi2dhbtqir37s="]`.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use std::path::{Path, PathBuf};
+use vigil_gossip::wire::SecretKey;
+
+/// Why a keyring file or key could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyringFileError {
+    /// The file could not be read.
+    #[error("cannot read keyring file {path}: {reason}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The file is not a JSON array of strings.
+    #[error("keyring file {path} is not a JSON array of base64 keys: {reason}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+    /// The file holds no key.
+    #[error("keyring file {0} holds no key")]
+    Empty(PathBuf),
+    /// A key is not valid base64 or not 16, 24 or 32 bytes long.
+    #[error("key #{index}: {reason}")]
+    BadKey {
+        /// Position in the file (0 = primary), or 0 for a single key.
+        index: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Decodes one base64 key of 16, 24 or 32 bytes (AES-128, -192, -256).
+pub fn parse_key(text: &str) -> Result<SecretKey, KeyringFileError> {
+    let bad = |reason: String| KeyringFileError::BadKey { index: 0, reason };
+    let bytes = STANDARD
+        .decode(text.trim())
+        .map_err(|e| bad(format!("not base64: {e}")))?;
+    SecretKey::new(&bytes).map_err(|_| {
+        bad(format!(
+            "{} bytes; a key must be 16, 24 or 32 bytes",
+            bytes.len()
+        ))
+    })
+}
+
+/// Parses keyring file contents; the first key is the primary.
+pub(crate) fn parse_keyring(path: &Path, text: &str) -> Result<Vec<SecretKey>, KeyringFileError> {
+    let list: Vec<String> = serde_json::from_str(text).map_err(|e| KeyringFileError::Format {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    if list.is_empty() {
+        return Err(KeyringFileError::Empty(path.to_owned()));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(index, k)| {
+            parse_key(k).map_err(|e| match e {
+                KeyringFileError::BadKey { reason, .. } => {
+                    KeyringFileError::BadKey { index, reason }
+                }
+                other => other,
+            })
+        })
+        .collect()
+}
+
+/// Reads a keyring file; the first key is the primary.
+pub fn read_keyring_file(path: &Path) -> Result<Vec<SecretKey>, KeyringFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| KeyringFileError::Read {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    parse_keyring(path, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_keys_of_every_size_and_rejects_others() {
+        let p = Path::new("k.json");
+        let keys = parse_keyring(
+            p,
+            r#"["AAAAAAAAAAAAAAAAAAAAAA==", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            keys.iter().map(|k| k.as_bytes().len()).collect::<Vec<_>>(),
+            [16, 24, 32]
+        );
+        assert!(matches!(
+            parse_keyring(p, r#"["AAAA"]"#),
+            Err(KeyringFileError::BadKey { index: 0, .. })
+        ));
+        assert!(matches!(
+            parse_keyring(p, r#"["AAAAAAAAAAAAAAAAAAAAAA==", "!!"]"#),
+            Err(KeyringFileError::BadKey { index: 1, .. })
+        ));
+        assert!(matches!(
+            parse_keyring(p, "[]"),
+            Err(KeyringFileError::Empty(_))
+        ));
+        assert!(matches!(
+            parse_keyring(p, "{}"),
+            Err(KeyringFileError::Format { .. })
+        ));
+    }
+}

@@ -1,0 +1,70 @@
+//! The tokio driver for vigil's gossip engine.
+//!
+//! [`vigil_gossip::Membership`] decides everything and touches nothing; this crate gives it
+//! sockets and a clock. [`Memberlist::start`] binds a UDP socket and a TCP listener on the same
+//! port and spawns one task, shaped like quinn's connection driver, that `select!`s over:
+//!
+//! - UDP datagrams (a 64 KiB receive buffer; replies go out from the bound socket, as Go's do);
+//! - accepted TCP connections (push/pull, join, fallback ping, reliable user messages), each
+//!   served by a small task that hands the bytes read so far to the engine and writes its reply;
+//! - outgoing TCP exchanges the engine asked for, each bounded by the engine's deadline;
+//! - commands from [`Memberlist`] handles;
+//! - the engine's next deadline, checked against the clock rather than trusted to the timer;
+//! - a poll of the keyring file, if one is configured, applied when its contents change.
+//!
+//! After every input the driver drains the engine's datagrams, stream requests and events.
+//! A refused TCP connection is passed to the engine as strong evidence
+//! ([`Membership::handle_unreachable`](vigil_gossip::Membership::handle_unreachable)).
+//! ICMP port-unreachable on UDP is not: reading it from an unconnected socket needs
+//! `IP_RECVERR` and the socket error queue, which this crate (with no `unsafe` and no libc)
+//! does not read.
+//!
+//! Time comes from `tokio::time::Instant`, so tests can pause and advance it.
+
+mod driver;
+mod keyring_file;
+mod net;
+
+pub use driver::{Event, Events, Memberlist, NetStats, Options};
+pub use keyring_file::{KeyringFileError, parse_key, read_keyring_file};
+pub use net::resolve_seeds;
+
+/// Why a [`Memberlist`] operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Binding or configuring a socket failed.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The options cannot work.
+    #[error("{0}")]
+    Options(String),
+    /// The engine refused its configuration.
+    #[error(transparent)]
+    Config(#[from] vigil_gossip::ConfigError),
+    /// The keyring file could not be used.
+    #[error(transparent)]
+    KeyringFile(#[from] KeyringFileError),
+    /// A keyring change was refused.
+    #[error("keyring: {0}")]
+    Keyring(#[from] vigil_gossip::wire::KeyringError),
+    /// No seed answered a join.
+    #[error("join failed: none of {0} seed(s) answered")]
+    JoinFailed(usize),
+    /// A seed address could not be resolved.
+    #[error("cannot resolve seed {seed:?}: {reason}")]
+    Resolve {
+        /// The seed as given.
+        seed: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The driver task has stopped.
+    #[error("the gossip driver has stopped")]
+    Stopped,
+}
