@@ -49,6 +49,12 @@ use suspicion::Suspicion;
 /// (hashicorp/memberlist#358).
 const MAX_INCARNATION_JUMP: u32 = 1 << 16;
 
+/// Go compares metadata with `bytes.Equal`, for which nil and empty are the same: Go sends
+/// nil for the empty metadata we advertise, and must not look like a change.
+fn same_meta(a: Option<&[u8]>, b: Option<&[u8]>) -> bool {
+    a.unwrap_or_default() == b.unwrap_or_default()
+}
+
 /// This node's identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalNode {
@@ -1306,7 +1312,7 @@ impl Membership {
         }
         let m = &self.members.list[i];
         let old_state = m.state;
-        let meta_changed = m.meta != meta;
+        let meta_changed = !same_meta(m.meta.as_deref(), meta.as_deref());
         self.queue_broadcast(&a.node, &Message::Alive(a.clone()));
         let m = &mut self.members.list[i];
         m.suspicion = None;
@@ -1339,7 +1345,7 @@ impl Membership {
         }
         let me = self.local();
         let same = a.incarnation == self.incarnation
-            && a.meta.as_deref() == me.meta.as_deref()
+            && same_meta(a.meta.as_deref(), me.meta.as_deref())
             && vsn == me.vsn;
         if same {
             return;
