@@ -96,6 +96,7 @@ type peer struct {
 	mu    sync.Mutex
 	meta  []byte
 	queue *memberlist.TransmitLimitedQueue
+	ml    *memberlist.Memberlist // set once Create returns
 }
 
 func nodeFields(n *memberlist.Node) map[string]interface{} {
@@ -129,12 +130,26 @@ func (p *peer) MergeRemoteState(buf []byte, join bool) {}
 
 func (p *peer) NotifyJoin(n *memberlist.Node)   { p.o.emit("join", nodeFields(n)) }
 func (p *peer) NotifyUpdate(n *memberlist.Node) { p.o.emit("update", nodeFields(n)) }
+
+// NotifyLeave runs with memberlist's node lock held, and 0.2.2 does not say
+// whether the node died or left (n.State is never updated), so the state is
+// read from the node table once the lock is released.
 func (p *peer) NotifyLeave(n *memberlist.Node) {
-	if n.State == memberlist.StateLeft {
-		p.o.emit("left", nodeFields(n))
-	} else {
-		p.o.emit("dead", nodeFields(n))
+	fields := nodeFields(n)
+	p.mu.Lock()
+	ml := p.ml
+	p.mu.Unlock()
+	if ml == nil {
+		p.o.emit("dead", fields)
+		return
 	}
+	go func() {
+		if st, _ := ml.VNodeState(n.Name); st == memberlist.StateLeft {
+			p.o.emit("left", fields)
+		} else {
+			p.o.emit("dead", fields)
+		}
+	}()
 }
 
 // userBroadcast is an application broadcast that nothing invalidates.
@@ -225,6 +240,9 @@ func main() {
 	if err != nil {
 		fail("create: %v", err)
 	}
+	p.mu.Lock()
+	p.ml = ml
+	p.mu.Unlock()
 	local := ml.LocalNode()
 	o.emit("ready", map[string]interface{}{"name": local.Name, "addr": local.Addr.String(), "port": local.Port})
 	if *seeds != "" {
@@ -292,11 +310,12 @@ func run(o *out, p *peer, ml *memberlist.Memberlist, conf *memberlist.Config, cm
 	}
 	switch cmd {
 	case "members":
-		// Members() lists only live nodes; state shows suspects.
-		var list []map[string]interface{}
-		for _, n := range ml.Members() {
-			f := nodeFields(n)
+		// Every node in the table, dead and left ones included.
+		list := []map[string]interface{}{}
+		for _, n := range ml.VNodes() {
+			f := nodeFields(&n.Node)
 			f["state"] = stateName(n.State)
+			f["incarnation"] = n.Incarnation
 			list = append(list, f)
 		}
 		o.emit("members", map[string]interface{}{"members": list})
