@@ -11,6 +11,7 @@
 //	update   {node, addr, port, meta}           NotifyUpdate
 //	dead     {node, ...} / left {node, ...}     NotifyLeave, by the node's state
 //	user     {msg}                              NotifyMsg (a user message)
+//	suspect  {node, line}                       this node's probe of NODE failed
 //	rejected {kind, line}                       a packet or stream memberlist refused
 //	members  {members: [{node, addr, port, state, meta}]}
 //	ok       {cmd} / error {cmd, error}         the outcome of a command
@@ -72,6 +73,7 @@ var rejectKinds = []struct{ needle, kind string }{
 	{"msg type (244) not supported", "label"},
 	{"not supported", "unknown_type"},
 	{"Failed to receive", "stream"},
+	{"invalid msgType", "stream"},
 	{"Failed to read remote state", "stream"},
 	{"invalid checksum", "crc"},
 	{"Failed to decode", "malformed"},
@@ -80,8 +82,16 @@ var rejectKinds = []struct{ needle, kind string }{
 func (s logSink) Write(p []byte) (int, error) {
 	os.Stderr.Write(p)
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		// memberlist reports its own suspicions only in its log.
+		if i := strings.Index(line, "memberlist: Suspect "); i >= 0 {
+			rest := line[i+len("memberlist: Suspect "):]
+			if j := strings.Index(rest, " has failed"); j >= 0 {
+				s.o.emit("suspect", map[string]interface{}{"node": rest[:j], "line": line})
+			}
+		}
+		lower := strings.ToLower(line)
 		for _, k := range rejectKinds {
-			if strings.Contains(line, k.needle) {
+			if strings.Contains(lower, strings.ToLower(k.needle)) {
 				s.o.emit("rejected", map[string]interface{}{"kind": k.kind, "line": line})
 				break
 			}
