@@ -104,6 +104,9 @@ pub struct NetStats {
     pub udp_send_errors: u64,
     /// Errors reading the UDP socket.
     pub udp_recv_errors: u64,
+    /// Datagrams answered with ICMP port unreachable (reported to the engine as strong
+    /// evidence).
+    pub icmp_unreachable: u64,
     /// TCP connections accepted.
     pub tcp_accepted: u64,
     /// TCP connections closed at once because too many were in flight.
@@ -438,7 +441,11 @@ impl Driver {
             tokio::select! {
                 r = self.udp.recv_from(&mut buf) => match r {
                     Ok((n, from)) => self.engine.handle_packet(now(), from, &buf[..n]),
-                    Err(_) => self.counters.udp_recv_errors += 1,
+                    Err(_) => {
+                        if !self.read_icmp_errors() {
+                            self.counters.udp_recv_errors += 1;
+                        }
+                    }
                 },
                 r = self.tcp.accept() => {
                     if let Ok((sock, _)) = r {
@@ -468,12 +475,12 @@ impl Driver {
     /// Sends what the engine produced and forwards its events.
     async fn drain(&mut self) {
         while let Some(t) = self.engine.poll_transmit() {
-            if let Err(e) = self.udp.send_to(&t.bytes, t.to).await {
-                if e.kind() == std::io::ErrorKind::ConnectionRefused {
-                    self.engine.handle_unreachable(now(), t.to);
-                } else {
-                    self.counters.udp_send_errors += 1;
-                }
+            // A send can fail with an ICMP error pending from an earlier datagram (to someone
+            // else): read those, then try once more.
+            if self.udp.send_to(&t.bytes, t.to).await.is_err()
+                && (!self.read_icmp_errors() || self.udp.send_to(&t.bytes, t.to).await.is_err())
+            {
+                self.counters.udp_send_errors += 1;
             }
         }
         while let Some(req) = self.engine.poll_stream() {
@@ -483,6 +490,16 @@ impl Driver {
         while let Some(ev) = self.engine.poll_event() {
             self.on_event(ev);
         }
+    }
+
+    /// Reads queued ICMP errors and reports unreachable ports; false if there were none.
+    fn read_icmp_errors(&mut self) -> bool {
+        let dests = crate::icmp::drain(&self.udp);
+        for &d in &dests {
+            self.counters.icmp_unreachable += 1;
+            self.engine.handle_unreachable(now(), d);
+        }
+        !dests.is_empty()
     }
 
     fn accept(&mut self, sock: tokio::net::TcpStream) {

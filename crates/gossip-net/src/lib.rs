@@ -13,15 +13,14 @@
 //! - a poll of the keyring file, if one is configured, applied when its contents change.
 //!
 //! After every input the driver drains the engine's datagrams, stream requests and events.
-//! A refused TCP connection is passed to the engine as strong evidence
+//! A refused TCP connection and an ICMP port-unreachable answer to a datagram (read from the
+//! socket's error queue, Linux `IP_RECVERR`) are passed to the engine as strong evidence
 //! ([`Membership::handle_unreachable`](vigil_gossip::Membership::handle_unreachable)).
-//! ICMP port-unreachable on UDP is not: reading it from an unconnected socket needs
-//! `IP_RECVERR` and the socket error queue, which this crate (with no `unsafe` and no libc)
-//! does not read.
 //!
 //! Time comes from `tokio::time::Instant`, so tests can pause and advance it.
 
 mod driver;
+mod icmp;
 mod keyring_file;
 mod net;
 

@@ -51,6 +51,8 @@ fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     }
     // Best effort: an unprivileged process is capped at net.core.rmem_max.
     let _ = s.set_recv_buffer_size(UDP_RECV_BUFFER);
+    // Best effort too: without it we just hear no ICMP errors.
+    let _ = crate::icmp::enable(&s, addr.is_ipv6());
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
     UdpSocket::from_std(s.into())

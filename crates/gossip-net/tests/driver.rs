@@ -92,6 +92,8 @@ async fn stopped_node_is_declared_dead() {
             .any(|m| &*m.name == "b" && m.state == MemberState::Dead)
     })
     .await;
+    // b's UDP port answered a's probes with ICMP port unreachable.
+    assert!(a.stats().await.unwrap().icmp_unreachable > 0);
     a.shutdown().await;
 }
 
