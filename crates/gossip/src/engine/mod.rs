@@ -524,16 +524,18 @@ impl Membership {
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self
-            .next_probe
-            .min(self.next_gossip)
-            .min(self.next_push_pull);
-        if let Some(p) = &self.probe {
-            t = t.min(if p.indirect_sent {
-                p.end
-            } else {
-                p.ack_deadline
-            });
+        let mut t = self.next_gossip.min(self.next_push_pull);
+        match &self.probe {
+            // `next_probe` stays in the past while a probe runs (it advances when the probe
+            // ends), so it only counts when no probe is in progress.
+            None => t = t.min(self.next_probe),
+            Some(p) => {
+                t = t.min(if p.indirect_sent {
+                    p.end
+                } else {
+                    p.ack_deadline
+                });
+            }
         }
         if let Some(Reverse((d, _))) = self.deadlines.peek() {
             t = t.min(*d);
