@@ -281,6 +281,9 @@ struct Probe {
     nacks: usize,
     tcp: Option<StreamId>,
     tcp_ok: bool,
+    /// The target's incarnation when the probe began: a failed probe accuses that one (as Go
+    /// does), not one the target refuted to meanwhile.
+    incarnation: u32,
 }
 
 /// An indirect probe we run for someone else.
@@ -1072,6 +1075,7 @@ impl Membership {
             nacks: 0,
             tcp: None,
             tcp_ok: false,
+            incarnation: self.members.list[i].incarnation,
         });
     }
 
@@ -1155,11 +1159,11 @@ impl Membership {
             1
         };
         self.apply_awareness(delta);
-        let Some(i) = self.members.find(&p.target) else {
+        if self.members.find(&p.target).is_none() {
             return;
-        };
+        }
         let s = Suspect {
-            incarnation: self.members.list[i].incarnation,
+            incarnation: p.incarnation,
             node: p.target.to_string(),
             from: self.name().to_string(),
         };
