@@ -1,9 +1,15 @@
 //! The transmit-limited broadcast queue (memberlist's `TransmitLimitedQueue`): each message is
 //! piggy-backed a limited number of times, least-sent first, larger first, newest first; a
 //! new message about a node replaces any queued message about the same node.
+//!
+//! One refinement over Go: a message is never sent twice to the same peer. Piggy-backing
+//! follows the traffic (acks go back to whoever pinged us), so Go's copies often land on the
+//! same few peers and a small cluster can miss news until the next push/pull; counting only
+//! distinct recipients makes the retransmit limit mean "this many different peers heard it".
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 
 /// Order in which messages go out: fewest transmits, then longest, then newest.
 type Key = (u32, Reverse<usize>, Reverse<u64>);
@@ -21,6 +27,8 @@ struct Item {
     message: Vec<u8>,
     /// Set for our own leave message, so `leave` can wait until it has gone out.
     notify: bool,
+    /// Peers that already have it.
+    sent_to: Vec<SocketAddr>,
 }
 
 /// A broadcast that left the queue (sent often enough, or replaced) and was being waited for.
@@ -63,40 +71,44 @@ impl BroadcastQueue {
                 name: name.map(Into::into),
                 message,
                 notify,
+                sent_to: Vec::new(),
             },
         );
         retired
     }
 
-    /// Takes messages that fit in `limit` bytes, each costing `overhead` extra, and counts a
-    /// transmit for each; messages sent `transmit_limit` times leave the queue. Returns the
-    /// messages and whether a waited-for message retired.
+    /// Takes messages for `to` that fit in `limit` bytes, each costing `overhead` extra, and
+    /// counts a transmit for each. A message leaves the queue once `transmit_limit` peers, or
+    /// all `peers` we know, have it. Returns the messages and whether a waited-for message
+    /// retired.
     pub(crate) fn take(
         &mut self,
+        to: SocketAddr,
         overhead: usize,
         limit: usize,
         transmit_limit: u32,
+        peers: usize,
     ) -> (Vec<Vec<u8>>, Option<Retired>) {
         let mut used = 0;
-        let mut picked = Vec::new();
         let mut keys = Vec::new();
         for (key, item) in &self.queue {
-            if used + overhead + item.message.len() > limit {
-                // A smaller message further on may still fit.
-                if limit.saturating_sub(used) <= overhead {
-                    break;
-                }
+            if limit.saturating_sub(used) <= overhead {
+                break;
+            }
+            if used + overhead + item.message.len() > limit || item.sent_to.contains(&to) {
                 continue;
             }
             used += overhead + item.message.len();
             keys.push(*key);
         }
+        let mut picked = Vec::with_capacity(keys.len());
         let mut retired = None;
         for key in keys {
-            let item = self.queue.remove(&key).expect("key just seen");
+            let mut item = self.queue.remove(&key).expect("key just seen");
             picked.push(item.message.clone());
+            item.sent_to.push(to);
             let transmits = key.0 + 1;
-            if transmits >= transmit_limit {
+            if transmits >= transmit_limit || item.sent_to.len() >= peers {
                 if let Some(name) = &item.name {
                     self.by_name.remove(name);
                 }
@@ -140,7 +152,7 @@ mod tests {
         q.push(Some("b"), vec![2; 10], false);
         q.push(Some("a"), vec![3; 10], false);
         assert_eq!(q.len(), 2);
-        let (msgs, _) = q.take(2, 1000, 5);
+        let (msgs, _) = q.take(peer(1), 2, 1000, 5, 10);
         assert!(msgs.contains(&vec![3; 10]) && msgs.contains(&vec![2; 10]));
     }
 
@@ -149,14 +161,14 @@ mod tests {
         let mut q = BroadcastQueue::default();
         q.push(None, vec![1; 5], false);
         q.push(None, vec![2; 50], true);
-        let (msgs, retired) = q.take(0, 60, 2);
+        let (msgs, retired) = q.take(peer(1), 0, 60, 2, 10);
         assert_eq!(msgs, vec![vec![2; 50], vec![1; 5]]);
         assert_eq!(retired, None);
         // Only room for the small one now.
-        let (msgs, _) = q.take(0, 20, 2);
+        let (msgs, _) = q.take(peer(2), 0, 20, 2, 10);
         assert_eq!(msgs, vec![vec![1; 5]]);
         assert_eq!(q.len(), 1);
-        let (msgs, retired) = q.take(0, 60, 2);
+        let (msgs, retired) = q.take(peer(3), 0, 60, 2, 10);
         assert_eq!(msgs, vec![vec![2; 50]]);
         assert_eq!(
             retired,
@@ -164,5 +176,21 @@ mod tests {
             "the waited-for message went out twice"
         );
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_peer_never_gets_the_same_message_twice() {
+        let mut q = BroadcastQueue::default();
+        q.push(Some("a"), vec![1; 5], false);
+        assert_eq!(q.take(peer(1), 0, 60, 4, 10).0.len(), 1);
+        assert!(q.take(peer(1), 0, 60, 4, 10).0.is_empty());
+        assert_eq!(q.take(peer(2), 0, 60, 4, 10).0.len(), 1);
+        // Everyone we know has it: retired even below the transmit limit.
+        assert_eq!(q.take(peer(3), 0, 60, 4, 3).0.len(), 1);
+        assert!(q.is_empty());
+    }
+
+    fn peer(i: u8) -> SocketAddr {
+        SocketAddr::from(([198, 18, 0, i], 7946))
     }
 }

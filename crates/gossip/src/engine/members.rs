@@ -147,9 +147,9 @@ impl Members {
     ) -> Option<usize> {
         for _ in 0..=self.order.len() {
             if self.probe_pos >= self.order.len() {
-                self.probe_pos = 0;
                 self.reap(now, reap_after);
                 self.order.shuffle(rng);
+                self.probe_pos = 0;
             }
             let i = self.order[self.probe_pos] as usize;
             self.probe_pos += 1;

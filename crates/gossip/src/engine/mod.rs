@@ -408,7 +408,7 @@ impl Membership {
         let next_probe = stagger(&mut rng, config.probe_interval);
         let next_gossip = stagger(&mut rng, config.gossip_interval);
         let next_push_pull = stagger(&mut rng, config.push_pull_interval);
-        Ok(Self {
+        let mut engine = Self {
             framing,
             rng,
             members: Members::new(me),
@@ -437,7 +437,14 @@ impl Membership {
             events: VecDeque::new(),
             stats: Stats::default(),
             config,
-        })
+        };
+        // Like Go's setAlive: our own alive is queued from the start, so that once we know
+        // anyone, we announce ourselves too (the node that merged our join is not the only
+        // source of the news).
+        let alive = Message::Alive(engine.own_alive());
+        let name = engine.local().name.clone();
+        engine.queue_broadcast(&name, &alive);
+        Ok(engine)
     }
 
     // ---- getters -------------------------------------------------------------------------
@@ -1529,11 +1536,11 @@ impl Membership {
             .udp_buffer_size
             .saturating_sub(compound::HEADER_OVERHEAD + packet::overhead(&self.framing));
         for t in targets {
-            let msgs = self.take_broadcasts(compound::PART_OVERHEAD, budget);
-            if msgs.is_empty() {
-                return;
-            }
             let to = self.members.list[t].addr();
+            let msgs = self.take_broadcasts(to, compound::PART_OVERHEAD, budget);
+            if msgs.is_empty() {
+                continue;
+            }
             let crc = self.members.list[t].pmax() >= 5;
             match compound::encode_batches(&msgs, self.config.max_compound_parts) {
                 Ok(batches) => {
@@ -1546,16 +1553,19 @@ impl Membership {
         }
     }
 
-    fn take_broadcasts(&mut self, overhead: usize, limit: usize) -> Vec<Vec<u8>> {
+    fn take_broadcasts(&mut self, to: SocketAddr, overhead: usize, limit: usize) -> Vec<Vec<u8>> {
         let n = self.members.len();
         let tl = retransmit_limit(self.config.retransmit_mult, n);
-        let (mut msgs, retired) = self.broadcasts.take(overhead, limit, tl);
+        let peers = n.saturating_sub(1).max(1);
+        let (mut msgs, retired) = self.broadcasts.take(to, overhead, limit, tl, peers);
         if retired.is_some() {
             self.leave_broadcast_retired();
         }
         let used: usize = msgs.iter().map(|m| m.len() + overhead).sum();
         if limit > used + overhead + 1 {
-            let (user, _) = self.user_broadcasts.take(overhead, limit - used, tl);
+            let (user, _) = self
+                .user_broadcasts
+                .take(to, overhead, limit - used, tl, peers);
             msgs.extend(user);
         }
         msgs
@@ -1566,7 +1576,7 @@ impl Membership {
         let budget = self.config.udp_buffer_size.saturating_sub(
             msg.len() + compound::HEADER_OVERHEAD + packet::overhead(&self.framing),
         );
-        let extra = self.take_broadcasts(compound::PART_OVERHEAD, budget);
+        let extra = self.take_broadcasts(to, compound::PART_OVERHEAD, budget);
         let crc = self.crc_for(to);
         if extra.is_empty() {
             self.send_raw(to, &msg, crc);
@@ -1587,7 +1597,7 @@ impl Membership {
             .config
             .udp_buffer_size
             .saturating_sub(used + compound::HEADER_OVERHEAD + packet::overhead(&self.framing));
-        parts.extend(self.take_broadcasts(compound::PART_OVERHEAD, budget));
+        parts.extend(self.take_broadcasts(to, compound::PART_OVERHEAD, budget));
         let crc = peer.is_some_and(|i| self.members.list[i].pmax() >= 5);
         self.send_parts(to, &parts, crc);
     }

@@ -1,1 +1,622 @@
+//! State-transition tests on a tiny in-process network: zero-latency delivery, links that can
+//! be cut, nodes that can be stopped. (The `sim` crate is the full simulator.)
 
+use super::*;
+use crate::config::Config;
+use crate::wire::Framing;
+use std::collections::HashSet;
+
+fn addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([198, 18, 0, i as u8 + 1], 7946))
+}
+
+fn seed(i: usize, salt: u64) -> [u8; 32] {
+    let mut s = [0u8; 32];
+    s[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    s[8..16].copy_from_slice(&salt.to_le_bytes());
+    s
+}
+
+struct Net {
+    now: Instant,
+    nodes: Vec<Membership>,
+    events: Vec<Vec<(Instant, Event)>>,
+    down: HashSet<usize>,
+    cut: HashSet<(usize, usize)>,
+}
+
+impl Net {
+    fn new(n: usize, config: Config, salt: u64) -> Self {
+        let now = Instant::now();
+        let nodes = (0..n)
+            .map(|i| {
+                let local = LocalNode {
+                    name: format!("node-{i}"),
+                    addr: addr(i),
+                    meta: vec![],
+                };
+                Membership::new(
+                    config.clone(),
+                    Framing::default(),
+                    local,
+                    seed(i, salt),
+                    now,
+                )
+                .unwrap()
+            })
+            .collect();
+        Self {
+            now,
+            nodes,
+            events: vec![Vec::new(); n],
+            down: HashSet::new(),
+            cut: HashSet::new(),
+        }
+    }
+
+    /// Everyone joins node 0 and the cluster settles.
+    fn joined(n: usize, config: Config, salt: u64) -> Self {
+        let mut net = Self::new(n, config, salt);
+        for i in 1..n {
+            let now = net.now;
+            net.nodes[i].join(now, &[addr(0)]);
+            net.pump();
+        }
+        net.run_for(Duration::from_secs(3));
+        for i in 0..n {
+            assert_eq!(
+                net.nodes[i].num_live(),
+                n,
+                "node {i} sees everyone after joining"
+            );
+        }
+        net
+    }
+
+    fn index_of(a: SocketAddr) -> usize {
+        match a.ip() {
+            std::net::IpAddr::V4(v4) => v4.octets()[3] as usize - 1,
+            std::net::IpAddr::V6(_) => unreachable!(),
+        }
+    }
+
+    fn linked(&self, a: usize, b: usize) -> bool {
+        !self.down.contains(&a) && !self.down.contains(&b) && !self.cut.contains(&(a, b))
+    }
+
+    /// Delivers everything in flight, instantly, until nothing moves.
+    fn pump(&mut self) {
+        for round in 0.. {
+            assert!(
+                round < 10_000,
+                "packets ping-pong forever at {:?}",
+                self.now
+            );
+            let mut moved = false;
+            for i in 0..self.nodes.len() {
+                while let Some(e) = self.nodes[i].poll_event() {
+                    self.events[i].push((self.now, e));
+                }
+                while let Some(t) = self.nodes[i].poll_transmit() {
+                    moved = true;
+                    let j = Self::index_of(t.to);
+                    if self.linked(i, j) {
+                        let now = self.now;
+                        self.nodes[j].handle_packet(now, addr(i), &t.bytes);
+                    }
+                }
+                while let Some(req) = self.nodes[i].poll_stream() {
+                    moved = true;
+                    let j = Self::index_of(req.to);
+                    let now = self.now;
+                    if !self.linked(i, j) {
+                        self.nodes[i].handle_stream_failed(now, req.id, StreamFailure::TimedOut);
+                        continue;
+                    }
+                    match self.nodes[j].handle_incoming_stream(now, &req.bytes) {
+                        IncomingStream::Reply(reply) if req.expects_reply => {
+                            let _ = self.nodes[i].handle_stream_response(now, req.id, &reply);
+                        }
+                        _ if req.expects_reply => {
+                            self.nodes[i].handle_stream_failed(now, req.id, StreamFailure::Io);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        for step in 0.. {
+            assert!(
+                step < 1_000_000,
+                "no progress at {:?}: {:?}",
+                self.now,
+                self.nodes
+                    .iter()
+                    .map(|n| n.poll_timeout())
+                    .collect::<Vec<_>>()
+            );
+            self.pump();
+            let next = (0..self.nodes.len())
+                .filter(|i| !self.down.contains(i))
+                .filter_map(|i| self.nodes[i].poll_timeout())
+                .min()
+                .unwrap_or(end);
+            if next > end {
+                self.now = end;
+                return;
+            }
+            self.now = self.now.max(next);
+            for i in 0..self.nodes.len() {
+                if self.down.contains(&i) {
+                    continue;
+                }
+                if self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
+                    let now = self.now;
+                    self.nodes[i].handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    fn state_of(&self, observer: usize, name: &str) -> Option<MemberState> {
+        self.nodes[observer].member(name).map(|m| m.state)
+    }
+
+    fn count(&self, observer: usize, f: impl Fn(&Event) -> bool) -> usize {
+        self.events[observer].iter().filter(|(_, e)| f(e)).count()
+    }
+}
+
+fn is_dead(name: &str) -> impl Fn(&Event) -> bool + '_ {
+    move |e| matches!(e, Event::Dead(m) if &*m.name == name)
+}
+
+fn is_suspect(name: &str) -> impl Fn(&Event) -> bool + '_ {
+    move |e| matches!(e, Event::Suspect { member, .. } if &*member.name == name)
+}
+
+#[test]
+fn healthy_cluster_has_no_suspicions() {
+    for config in [Config::fast(), Config::lan()] {
+        let mut net = Net::joined(5, config, 1);
+        net.run_for(Duration::from_secs(30));
+        for i in 0..5 {
+            assert_eq!(net.nodes[i].stats().suspicions_raised, 0, "node {i}");
+            assert!(net.nodes[i].stats().probes > 5);
+            assert_eq!(net.nodes[i].health_score(), 0);
+            assert_eq!(net.nodes[i].incarnation(), 1, "nobody had to refute");
+        }
+    }
+}
+
+#[test]
+fn crashed_node_is_suspected_then_declared_dead_by_all() {
+    for (config, bound) in [(Config::fast(), 2), (Config::lan(), 40)] {
+        let mut net = Net::joined(5, config, 2);
+        net.down.insert(4);
+        let crashed_at = net.now;
+        net.run_for(Duration::from_secs(bound));
+        for i in 0..4 {
+            // Dead, or already reaped after gossip_to_the_dead_time.
+            let state = net.state_of(i, "node-4");
+            assert!(
+                matches!(state, Some(MemberState::Dead) | None),
+                "node {i}: {state:?}"
+            );
+            let first = net.events[i]
+                .iter()
+                .find(|(_, e)| is_dead("node-4")(e))
+                .map(|(t, _)| *t - crashed_at)
+                .unwrap();
+            assert!(first < Duration::from_secs(bound));
+            // No live node was ever declared dead.
+            for j in 0..4 {
+                assert_eq!(net.count(i, is_dead(&format!("node-{j}"))), 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_false_accusation_is_refuted() {
+    let mut net = Net::joined(4, Config::fast(), 3);
+    let forged = Message::Suspect(Suspect {
+        incarnation: 1,
+        node: "node-1".into(),
+        from: "node-0".into(),
+    })
+    .to_vec(Transport::Packet);
+    let now = net.now;
+    for i in [2, 3] {
+        net.nodes[i].handle_packet(now, addr(0), &forged);
+    }
+    net.run_for(Duration::from_secs(5));
+    assert!(net.nodes[1].incarnation() > 1, "node-1 refuted");
+    assert_eq!(net.nodes[1].stats().refutations, 1);
+    for i in [0, 2, 3] {
+        assert_eq!(
+            net.state_of(i, "node-1"),
+            Some(MemberState::Alive),
+            "node {i}"
+        );
+        assert_eq!(net.count(i, is_dead("node-1")), 0);
+    }
+    assert!(net.count(2, |e| matches!(e, Event::Alive(m) if &*m.name == "node-1")) == 1);
+}
+
+#[test]
+fn graceful_leave_is_left_not_dead() {
+    let mut net = Net::joined(4, Config::fast(), 4);
+    let now = net.now;
+    net.nodes[3].leave(now, Duration::from_secs(2));
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(
+        net.count(3, |e| matches!(e, Event::LeaveComplete)),
+        1,
+        "the leaver learns its message went out"
+    );
+    net.down.insert(3);
+    net.run_for(Duration::from_secs(3));
+    for i in 0..3 {
+        assert_eq!(net.state_of(i, "node-3"), Some(MemberState::Left));
+        assert_eq!(
+            net.count(i, |e| matches!(e, Event::Left(m) if &*m.name == "node-3")),
+            1
+        );
+        assert_eq!(net.count(i, is_dead("node-3")), 0);
+    }
+}
+
+#[test]
+fn left_and_dead_members_are_reaped() {
+    let mut config = Config::fast();
+    config.gossip_to_the_dead_time = Duration::from_secs(5);
+    let mut net = Net::joined(4, config, 5);
+    let now = net.now;
+    net.nodes[3].leave(now, Duration::from_secs(1));
+    net.run_for(Duration::from_secs(1));
+    net.down.insert(3);
+    net.down.insert(2);
+    net.run_for(Duration::from_secs(10));
+    for i in 0..2 {
+        assert!(
+            net.nodes[i].member("node-3").is_none(),
+            "left node reaped (#253)"
+        );
+        assert!(net.nodes[i].member("node-2").is_none(), "dead node reaped");
+        assert_eq!(net.nodes[i].num_known(), 2);
+    }
+}
+
+#[test]
+fn indirect_probes_keep_a_node_with_a_broken_direct_path_alive() {
+    let mut net = Net::joined(5, Config::fast(), 6);
+    net.cut.insert((0, 1));
+    net.cut.insert((1, 0));
+    net.run_for(Duration::from_secs(20));
+    for i in 0..5 {
+        assert_eq!(net.count(i, is_dead("node-1")), 0, "node {i}");
+        assert_eq!(net.count(i, is_dead("node-0")), 0, "node {i}");
+    }
+    assert_eq!(net.nodes[0].stats().suspicions_raised, 0);
+}
+
+#[test]
+fn implausible_incarnations_are_rejected() {
+    let mut net = Net::joined(3, Config::fast(), 7);
+    let forged = Message::Suspect(Suspect {
+        incarnation: u32::MAX,
+        node: "node-1".into(),
+        from: "mallory".into(),
+    })
+    .to_vec(Transport::Packet);
+    let now = net.now;
+    net.nodes[1].handle_packet(now, addr(2), &forged);
+    net.nodes[2].handle_packet(now, addr(0), &forged);
+    net.run_for(Duration::from_secs(5));
+    assert_eq!(
+        net.nodes[1].incarnation(),
+        1,
+        "no refutation to an absurd number"
+    );
+    assert!(net.nodes[1].stats().implausible_incarnations >= 1);
+    assert_eq!(net.state_of(2, "node-1"), Some(MemberState::Alive));
+    assert_eq!(net.count(2, is_suspect("node-1")), 0);
+}
+
+#[test]
+fn refutation_saturates_instead_of_wrapping() {
+    let mut net = Net::joined(2, Config::fast(), 8);
+    let now = net.now;
+    net.nodes[1].refute(now, u32::MAX - 1);
+    assert_eq!(net.nodes[1].incarnation(), u32::MAX);
+    net.nodes[1].refute(now, u32::MAX);
+    assert_eq!(
+        net.nodes[1].incarnation(),
+        u32::MAX,
+        "never wraps to 0 (#358)"
+    );
+}
+
+#[test]
+fn conflicting_address_is_reported_and_ignored() {
+    let mut net = Net::joined(2, Config::fast(), 9);
+    let impostor = Message::Alive(Alive {
+        incarnation: 50,
+        node: "node-1".into(),
+        addr: Some(vec![198, 18, 9, 9]),
+        port: 7946,
+        meta: None,
+        vsn: Some(vec![1, 5, 2, 0, 0, 0]),
+    })
+    .to_vec(Transport::Packet);
+    let now = net.now;
+    net.nodes[0].handle_packet(now, addr(1), &impostor);
+    net.pump();
+    assert_eq!(net.count(0, |e| matches!(e, Event::Conflict { .. })), 1);
+    assert_eq!(net.nodes[0].member("node-1").unwrap().addr, addr(1));
+}
+
+#[test]
+fn restarted_node_is_taken_back_after_being_declared_dead() {
+    let mut net = Net::joined(4, Config::fast(), 10);
+    net.down.insert(3);
+    net.run_for(Duration::from_secs(3));
+    assert_eq!(net.state_of(0, "node-3"), Some(MemberState::Dead));
+    // Restart: a fresh engine under the same name and address, incarnation 1.
+    let local = LocalNode {
+        name: "node-3".into(),
+        addr: addr(3),
+        meta: vec![],
+    };
+    net.nodes[3] = Membership::new(
+        Config::fast(),
+        Framing::default(),
+        local,
+        seed(3, 99),
+        net.now,
+    )
+    .unwrap();
+    net.events[3].clear();
+    net.down.remove(&3);
+    let now = net.now;
+    net.nodes[3].join(now, &[addr(1)]);
+    net.run_for(Duration::from_secs(5));
+    for i in 0..4 {
+        assert_eq!(
+            net.state_of(i, "node-3"),
+            Some(MemberState::Alive),
+            "node {i}"
+        );
+        assert_eq!(net.nodes[i].num_live(), 4, "node {i}");
+    }
+    assert!(
+        net.nodes[3].incarnation() > 1,
+        "it learned its old fate and refuted"
+    );
+}
+
+#[test]
+fn a_node_that_stays_silent_after_restart_is_nudged() {
+    // node-3 restarts without joining but keeps answering: its own alive messages (sent
+    // after a meta change) carry a stale incarnation, which peers holding it dead answer
+    // with a direct accusation so that it refutes (hashicorp/memberlist#311).
+    let mut net = Net::joined(3, Config::fast(), 11);
+    net.down.insert(2);
+    net.run_for(Duration::from_secs(3));
+    assert_eq!(net.state_of(0, "node-2"), Some(MemberState::Dead));
+    let local = LocalNode {
+        name: "node-2".into(),
+        addr: addr(2),
+        meta: vec![],
+    };
+    let mut fresh = Membership::new(
+        Config::fast(),
+        Framing::default(),
+        local,
+        seed(2, 7),
+        net.now,
+    )
+    .unwrap();
+    let stale_alive = Message::Alive(fresh.own_alive()).to_vec(Transport::Packet);
+    fresh.add_member(
+        net.now,
+        &Alive {
+            incarnation: 1,
+            node: "node-0".into(),
+            addr: Some(vec![198, 18, 0, 1]),
+            port: 7946,
+            meta: Some(vec![]),
+            vsn: Some(vec![1, 5, 2, 0, 0, 0]),
+        },
+    );
+    net.nodes[2] = fresh;
+    net.down.remove(&2);
+    let now = net.now;
+    net.nodes[0].handle_packet(now, addr(2), &stale_alive);
+    net.run_for(Duration::from_secs(3));
+    assert!(net.nodes[2].incarnation() > 1, "nudged into refuting");
+    assert_eq!(net.state_of(0, "node-2"), Some(MemberState::Alive));
+}
+
+#[test]
+fn awareness_rises_when_our_probes_fail_and_falls_when_they_succeed() {
+    let mut net = Net::joined(4, Config::fast(), 12);
+    // Node 0 is cut off from everyone: its probes fail, and helpers cannot nack back.
+    for j in 1..4 {
+        net.cut.insert((0, j));
+        net.cut.insert((j, 0));
+    }
+    net.run_for(Duration::from_millis(600));
+    assert!(
+        net.nodes[0].health_score() > 0,
+        "isolated node distrusts itself"
+    );
+    net.cut.clear();
+    net.run_for(Duration::from_secs(10));
+    assert_eq!(net.nodes[0].health_score(), 0);
+}
+
+#[test]
+fn strong_evidence_shortens_but_never_replaces_suspicion() {
+    let mut config = Config::lan();
+    config.use_strong_evidence = true;
+    let mut net = Net::joined(5, config, 13);
+    net.down.insert(4);
+    // Run until someone suspects node-4.
+    let mut waited = Duration::ZERO;
+    while net.count(0, is_suspect("node-4")) == 0 && waited < Duration::from_secs(30) {
+        net.run_for(Duration::from_millis(100));
+        waited += Duration::from_millis(100);
+    }
+    assert_eq!(net.state_of(0, "node-4"), Some(MemberState::Suspect));
+    let deadline = |net: &Net| {
+        let i = net.nodes[0].members.find("node-4").unwrap();
+        let s = net.nodes[0].members.list[i].suspicion.as_deref().unwrap();
+        (s.deadline(), s.started + s.min)
+    };
+    let (before, floor) = deadline(&net);
+    let now = net.now;
+    net.nodes[0].handle_unreachable(now, addr(4));
+    assert_eq!(
+        net.state_of(0, "node-4"),
+        Some(MemberState::Suspect),
+        "not dead yet"
+    );
+    let (after, _) = deadline(&net);
+    assert!(after < before || before == floor, "{after:?} vs {before:?}");
+    assert!(after >= floor, "never below the minimum");
+
+    // A live node that acks is never declared dead on strong evidence alone.
+    let now = net.now;
+    net.nodes[0].handle_unreachable(now, addr(1));
+    net.run_for(Duration::from_secs(5));
+    assert_eq!(net.state_of(0, "node-1"), Some(MemberState::Alive));
+}
+
+#[test]
+fn join_reports_success_and_failure() {
+    let mut net = Net::new(2, Config::fast(), 14);
+    net.down.insert(1);
+    let now = net.now;
+    net.nodes[0].join(now, &[addr(1)]);
+    net.pump();
+    assert_eq!(
+        net.count(0, |e| matches!(
+            e,
+            Event::PushPullComplete {
+                ok: false,
+                join: true,
+                ..
+            }
+        )),
+        1
+    );
+    net.down.clear();
+    let now = net.now;
+    net.nodes[0].join(now, &[addr(1)]);
+    net.pump();
+    assert_eq!(
+        net.count(0, |e| matches!(
+            e,
+            Event::PushPullComplete {
+                ok: true,
+                join: true,
+                ..
+            }
+        )),
+        1
+    );
+    assert_eq!(net.nodes[1].num_live(), 2);
+}
+
+#[test]
+fn meta_updates_and_user_messages_spread() {
+    let mut net = Net::joined(4, Config::fast(), 15);
+    let now = net.now;
+    net.nodes[2].set_meta(now, b"zone=b".to_vec()).unwrap();
+    net.nodes[1].broadcast_user(Some("k"), b"hello".to_vec());
+    net.run_for(Duration::from_secs(2));
+    for i in [0, 1, 3] {
+        let m = net.nodes[i].member("node-2").unwrap();
+        assert_eq!(m.meta.as_deref(), Some(&b"zone=b"[..]), "node {i}");
+        assert_eq!(
+            net.count(i, |e| matches!(e, Event::Update(m) if &*m.name == "node-2")),
+            1
+        );
+    }
+    for i in [0, 2, 3] {
+        assert!(net.count(i, |e| matches!(e, Event::UserMsg(m) if m == b"hello")) >= 1);
+    }
+    assert!(net.nodes[2].set_meta(now, vec![0; 513]).is_err());
+}
+
+#[test]
+fn rejoin_after_leave_works() {
+    let mut net = Net::joined(3, Config::fast(), 16);
+    let now = net.now;
+    net.nodes[2].leave(now, Duration::from_millis(500));
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.state_of(0, "node-2"), Some(MemberState::Left));
+    let now = net.now;
+    net.nodes[2].join(now, &[addr(0)]);
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(
+        net.state_of(0, "node-2"),
+        Some(MemberState::Alive),
+        "#140 fixed"
+    );
+}
+
+#[test]
+fn lifeguard_off_gives_fixed_suspicion_timeout() {
+    let mut config = Config::lan();
+    config.lifeguard = false;
+    let mut net = Net::joined(5, config, 17);
+    net.down.insert(4);
+    net.run_for(Duration::from_secs(30));
+    assert_eq!(net.state_of(0, "node-4"), Some(MemberState::Dead));
+    for i in 0..4 {
+        assert_eq!(net.nodes[i].health_score(), 0, "awareness stays off");
+    }
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+
+        /// With no loss, nobody alive is ever declared dead, and incarnations never go down,
+        /// whatever the seed, size and crash.
+        #[test]
+        fn no_false_deaths_without_loss(salt in any::<u64>(), n in 3usize..7, crash in any::<bool>()) {
+            let mut net = Net::joined(n, Config::fast(), salt);
+            let mut incarnations: Vec<u32> = net.nodes.iter().map(|m| m.incarnation()).collect();
+            if crash {
+                net.down.insert(n - 1);
+            }
+            for _ in 0..20 {
+                net.run_for(Duration::from_millis(250));
+                for (i, m) in net.nodes.iter().enumerate() {
+                    prop_assert!(m.incarnation() >= incarnations[i]);
+                    incarnations[i] = m.incarnation();
+                }
+            }
+            let live = if crash { n - 1 } else { n };
+            for i in 0..live {
+                for j in 0..live {
+                    prop_assert_eq!(net.count(i, is_dead(&format!("node-{j}"))), 0);
+                }
+            }
+        }
+    }
+}
