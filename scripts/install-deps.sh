@@ -3,7 +3,7 @@
 # hashicorp/memberlist 0.2.2 (the interop peer), iproute2 and nftables (network-namespace labs),
 # tcpdump and python3 (captures and report formatting). Idempotent and quick when all is there.
 set -euo pipefail
-want=(golang-go golang-github-hashicorp-memberlist-dev iproute2 nftables tcpdump python3)
+want=(golang-go golang-github-hashicorp-memberlist-dev iproute2 procps nftables tcpdump python3)
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
