@@ -1,0 +1,50 @@
+//! vigil's one binary: the command line and one module per subcommand under [`cmd`].
+//!
+//! `main.rs` only calls [`run`]. Each subcommand is a module in `cmd/` with an `Args` struct
+//! (clap derive) and a `run(args) -> ExitCode`.
+
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+pub mod cmd;
+
+/// vigil: Layer-2 load-balancer IPs for bare-metal clusters, failing over in well under a
+/// second, with hashicorp/memberlist-compatible gossip.
+#[derive(Debug, Parser)]
+#[command(name = "vigil", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a gossip scenario on the deterministic simulator (thousands of nodes, virtual
+    /// time) and print detection latency, false positives, traffic and simulator speed.
+    Sim(cmd::sim::Args),
+}
+
+/// Parses the command line and runs the subcommand.
+pub fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        Command::Sim(args) => cmd::sim::run(args),
+    }
+}
