@@ -44,6 +44,18 @@ impl BroadcastQueue {
         self.queue.is_empty()
     }
 
+    /// How many messages were ever queued: tells whether a call queued one.
+    pub(crate) fn pushed(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Drops the queued message about `name`, if any.
+    pub(crate) fn remove(&mut self, name: &str) {
+        if let Some(key) = self.by_name.remove(name) {
+            self.queue.remove(&key);
+        }
+    }
+
     /// Queues `message`, replacing any message about the same `name`. Returns `Retired` if a
     /// waited-for message was replaced.
     pub(crate) fn push(

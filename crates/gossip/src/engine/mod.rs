@@ -661,9 +661,15 @@ impl Membership {
         self.framing.keyring.remove(key)
     }
 
-    /// Adds a member as if its alive message had arrived (static configuration, simulators).
+    /// Adds a member as if its alive message had arrived (static configuration, simulators),
+    /// except that it is not queued for gossip: whoever configures the nodes tells each one,
+    /// and re-gossiping n static entries from each of n nodes would be an n-squared storm.
     pub fn add_member(&mut self, now: Instant, alive: &Alive) {
+        let pushed = self.broadcasts.pushed();
         self.on_alive(now, alive, None);
+        if self.broadcasts.pushed() != pushed {
+            self.broadcasts.remove(&alive.node);
+        }
     }
 
     // ---- inputs --------------------------------------------------------------------------
