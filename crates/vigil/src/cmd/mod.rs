@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod sim;
+pub mod standalone;
 
 use core::time::Duration;
 
