@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use vigil_l2::wire::ethernet::Address as EthernetAddress;
-use vigil_l2::{Announcer, Interface, Stats, Vip};
+use vigil_l2::{Announcer, Interface, Stats, TransmitKind, Vip};
 
 use crate::netlink::{self, Event, Link, Watch};
 use crate::packet_socket::{Filter, PacketSocket};
@@ -58,6 +58,20 @@ pub struct DriverStats {
     pub multicast_errors: u64,
     /// Times the netlink queue overflowed and the state was read again.
     pub netlink_resyncs: u64,
+    /// Frames about each VIP, as MetalLB counts them per IP (kept after the VIP is released,
+    /// as counters are).
+    pub per_vip: BTreeMap<IpAddr, VipCounters>,
+}
+
+/// Frames about one VIP (MetalLB's `metallb_layer2_*{ip}` counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VipCounters {
+    /// ARP requests and neighbour solicitations the announcer answered.
+    pub requests_received: u64,
+    /// Of their answers, those the kernel accepted.
+    pub responses_sent: u64,
+    /// Gratuitous ARP frames and unsolicited advertisements the kernel accepted.
+    pub gratuitous_sent: u64,
 }
 
 /// A request to a running driver.
@@ -404,8 +418,19 @@ impl Driver {
                 .responders
                 .get(&transmit.ifindex)
                 .map(|r| r.socket.send(&transmit.frame));
-            if !matches!(sent, Some(Ok(()))) {
+            let ok = matches!(sent, Some(Ok(())));
+            if !ok {
                 self.stats.send_errors += 1;
+            }
+            let vip = self.stats.per_vip.entry(transmit.vip).or_default();
+            match transmit.kind {
+                TransmitKind::ArpReply | TransmitKind::NeighborAdvert => {
+                    vip.requests_received += 1;
+                    vip.responses_sent += u64::from(ok);
+                }
+                TransmitKind::GratuitousArp | TransmitKind::UnsolicitedNeighborAdvert => {
+                    vip.gratuitous_sent += u64::from(ok);
+                }
             }
         }
     }

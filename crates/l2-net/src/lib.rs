@@ -19,6 +19,6 @@ pub mod packet_socket;
 pub mod poll;
 pub mod selection;
 
-pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle};
+pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle, VipCounters};
 pub use packet_socket::{Filter, PacketSocket};
 pub use selection::Selection;
