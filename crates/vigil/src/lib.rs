@@ -22,6 +22,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a bare gossip member that announces nothing: joins a memberlist cluster (Go or
+    /// vigil nodes), prints events as JSON lines, serves /members and /metrics.
+    Agent(cmd::agent::Args),
     /// Run a gossip scenario on the deterministic simulator (thousands of nodes, virtual
     /// time) and print detection latency, false positives, traffic and simulator speed.
     Sim(cmd::sim::Args),
@@ -45,6 +48,7 @@ where
         }
     };
     match cli.command {
+        Command::Agent(args) => cmd::agent::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     }
 }

@@ -1,7 +1,7 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod sim;
-pub mod standalone;
 
 use core::time::Duration;
 

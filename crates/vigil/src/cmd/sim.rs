@@ -210,7 +210,9 @@ mod tests {
             "vigil", "sim", "detect", "-n", "100", "-p", "lan", "--loss", "1%",
         ])
         .unwrap();
-        let crate::Command::Sim(a) = cli.command;
+        let crate::Command::Sim(a) = cli.command else {
+            panic!("parsed as another subcommand");
+        };
         assert_eq!(a.scenario, ScenarioKind::Detect);
         assert_eq!(a.nodes, 100);
         assert_eq!(a.profile, Profile::Lan);
