@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod sim;
+pub mod standalone;
 
 use core::time::Duration;
 
