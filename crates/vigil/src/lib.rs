@@ -28,6 +28,13 @@ pub enum Command {
     /// Run a gossip scenario on the deterministic simulator (thousands of nodes, virtual
     /// time) and print detection latency, false positives, traffic and simulator speed.
     Sim(cmd::sim::Args),
+    /// Run the speaker from a YAML file (no Kubernetes): gossip, elect an owner per VIP as
+    /// MetalLB does, answer ARP/NDP for the VIPs this node owns.
+    Standalone(cmd::standalone::Args),
+    /// Ask the local daemon for the members and which node owns each VIP.
+    Status(cmd::status::Args),
+    /// Write a new gossip keyring file with a random key.
+    Keygen(cmd::keygen::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -50,5 +57,8 @@ where
     match cli.command {
         Command::Agent(args) => cmd::agent::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Standalone(args) => cmd::standalone::run(args),
+        Command::Status(args) => cmd::status::run(args),
+        Command::Keygen(args) => cmd::keygen::run(args),
     }
 }

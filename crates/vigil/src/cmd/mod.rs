@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
 pub mod agent;
+pub mod keygen;
 pub mod sim;
 pub mod standalone;
+pub mod status;
 
 use core::time::Duration;
 

@@ -1,0 +1,538 @@
+//! The standalone daemon: gossip (vigil-gossip-net), the election ([`Speaker`] over vigil-lb)
+//! and the announcer (vigil-l2-net), wired by one loop that re-elects every VIP on every
+//! membership event, health change, hold-down end and reload, and hands the owned set to the
+//! announcer at once.
+
+use super::config::{Config, HealthCheck};
+use super::health::{Checks, HealthChange};
+use super::http::{self, Sources};
+use super::speaker::{Change, Member, Speaker};
+use super::state::{Shared, Status, StatusMember, StatusQuorum, StatusVip};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+use vigil_gossip::wire::Label;
+use vigil_gossip_net::{Event, Memberlist, Options, resolve_seeds};
+use vigil_l2_net::{Command, Driver, DriverConfig, Handle, Selection};
+use vigil_lb::NodeMeta;
+
+/// How often the configuration file is looked at for changes.
+const FILE_POLL: Duration = Duration::from_secs(1);
+/// Retry interval for the first join.
+const JOIN_RETRY: Duration = Duration::from_secs(1);
+/// How often seeds that are not live members are joined again, to heal partitions.
+const REJOIN_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a graceful leave may take.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Runs until SIGTERM or SIGINT. Errors are start-up failures (sockets, announcer).
+pub async fn run(
+    path: PathBuf,
+    config: Config,
+    default_name: Option<String>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let failing: BTreeSet<String> = checks_of(&config).into_keys().collect();
+    let holding = config.election.hold_down.is_some();
+    let meta = NodeMeta {
+        labels: config.node.labels.clone(),
+        failing: failing.clone(),
+        holding,
+    };
+
+    let mut options = Options::new(config.node.name.clone(), config.gossip.bind);
+    options.advertise = config.gossip.advertise;
+    options.config = vigil_gossip::Config::profile(config.gossip.profile);
+    options.meta = meta.encode();
+    options.label = Label::new(config.gossip.label.clone())
+        .map_err(|_| "gossip.label: too long".to_string())?;
+    options.keyring_file = config.gossip.keyring_file.clone();
+    let (gossip, mut events) = Memberlist::start(options)
+        .await
+        .map_err(|e| format!("gossip: {e}"))?;
+
+    let mut selection = Selection::default();
+    if let Some(exclude) = &config.interfaces.exclude {
+        selection.exclude = exclude.clone();
+    }
+    selection.include = config.interfaces.include.clone();
+    let announcer = vigil_l2::Config {
+        refresh_interval: config.refresh,
+        ..vigil_l2::Config::default()
+    };
+    let (l2_thread, l2) = Driver::spawn(DriverConfig {
+        announcer,
+        selection,
+        verbose: false,
+    })
+    .map_err(|e| format!("announcer: {e} (vigil needs CAP_NET_RAW)"))?;
+
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let http_task = match config.http_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("http.listen {addr}: {e}"))?;
+            let sources = Sources {
+                shared: Arc::clone(&shared),
+                l2: l2.clone(),
+                gossip: gossip.clone(),
+            };
+            Some(tokio::spawn(http::serve(listener, sources)))
+        }
+        None => None,
+    };
+
+    let (checks, health_rx) = Checks::new();
+    let (seeds_tx, seeds_rx) = watch::channel(config.gossip.seeds.clone());
+    let joiner = tokio::spawn(join_loop(gossip.clone(), seeds_rx));
+    info!(
+        event = "started",
+        node = %config.node.name,
+        gossip = %gossip.advertise_addr(),
+        profile = %config.gossip.profile,
+        services = config.services.len(),
+        hold_down = ?config.election.hold_down,
+        expected_members = ?config.election.expected_members,
+        "vigil standalone started"
+    );
+
+    let mut daemon = Daemon {
+        path,
+        default_name,
+        file_text: None,
+        speaker: Speaker::new(config),
+        gossip: gossip.clone(),
+        l2: l2.clone(),
+        shared,
+        checks,
+        failing,
+        holding,
+        seeds: seeds_tx,
+    };
+    daemon.file_text = daemon.read_file();
+    daemon.checks.sync(&checks_of(daemon.speaker.config()));
+    daemon.resync("start").await;
+
+    let result = daemon.run_loop(&mut events, health_rx, started).await;
+
+    // Stop answering first, then tell the others, then stop.
+    let _ = l2.set_owned(Vec::new());
+    info!(event = "stopping", "leaving the cluster");
+    if let Err(e) = gossip.leave(LEAVE_TIMEOUT).await {
+        warn!(event = "leave_failed", error = %e, "leave failed");
+    }
+    gossip.shutdown().await;
+    joiner.abort();
+    if let Some(t) = http_task {
+        t.abort();
+    }
+    let _ = l2.send(Command::Shutdown);
+    let _ = tokio::task::spawn_blocking(move || l2_thread.join()).await;
+    info!(event = "stopped", "vigil standalone stopped");
+    result
+}
+
+/// The checked services and their checks.
+fn checks_of(config: &Config) -> BTreeMap<String, HealthCheck> {
+    config
+        .services
+        .iter()
+        .filter_map(|s| s.health_check.clone().map(|h| (s.name.clone(), h)))
+        .collect()
+}
+
+struct Daemon {
+    path: PathBuf,
+    default_name: Option<String>,
+    /// The file's text when last read, to notice changes.
+    file_text: Option<String>,
+    speaker: Speaker,
+    gossip: Memberlist,
+    l2: Handle,
+    shared: Arc<Mutex<Shared>>,
+    checks: Checks,
+    /// Checked services whose check does not pass here.
+    failing: BTreeSet<String>,
+    holding: bool,
+    seeds: watch::Sender<Vec<String>>,
+}
+
+impl Daemon {
+    async fn run_loop(
+        &mut self,
+        events: &mut vigil_gossip_net::Events,
+        mut health: tokio::sync::mpsc::UnboundedReceiver<HealthChange>,
+        started: Instant,
+    ) -> Result<(), String> {
+        let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("SIGHUP: {e}"))?;
+        let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?;
+        let mut file_poll = tokio::time::interval(FILE_POLL);
+        file_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let hold_down_end = self
+            .speaker
+            .config()
+            .election
+            .hold_down
+            .map(|d| started + d);
+        loop {
+            let hold_down = async {
+                match hold_down_end {
+                    Some(at) if self.holding => tokio::time::sleep_until(at).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(event) => self.on_gossip(event).await,
+                    None => return Err("the gossip driver stopped".into()),
+                },
+                Some(change) = health.recv() => self.on_health(change).await,
+                () = hold_down => {
+                    self.holding = false;
+                    info!(event = "hold_down_over", "fail-back hold-down over: this node may take VIPs");
+                    self.publish_meta().await;
+                    self.resync("hold-down over").await;
+                }
+                _ = hup.recv() => self.reload("SIGHUP").await,
+                _ = file_poll.tick() => {
+                    if self.read_file() != self.file_text {
+                        self.reload("file changed").await;
+                    }
+                }
+                _ = term.recv() => return Ok(()),
+                _ = int.recv() => return Ok(()),
+            }
+        }
+    }
+
+    fn read_file(&self) -> Option<String> {
+        std::fs::read_to_string(&self.path).ok()
+    }
+
+    async fn on_gossip(&mut self, event: Event) {
+        use vigil_gossip::Event as G;
+        let kind = match &event {
+            Event::Gossip(G::Join(m)) => {
+                info!(event = "member_joined", member = %m.name, addr = %m.addr, "member joined");
+                "join"
+            }
+            Event::Gossip(G::Update(m)) => {
+                info!(event = "member_updated", member = %m.name, "member metadata changed");
+                "update"
+            }
+            Event::Gossip(G::Suspect { member, from }) => {
+                warn!(event = "member_suspect", member = %member.name, accuser = %from, "member suspected (still a candidate)");
+                "suspect"
+            }
+            Event::Gossip(G::Alive(m)) => {
+                info!(event = "member_refuted", member = %m.name, "suspected member answered");
+                "alive"
+            }
+            Event::Gossip(G::Dead(m)) => {
+                warn!(event = "member_failed", member = %m.name, addr = %m.addr, "member failed");
+                "dead"
+            }
+            Event::Gossip(G::Left(m)) => {
+                info!(event = "member_left", member = %m.name, "member left");
+                "left"
+            }
+            Event::Gossip(G::Conflict {
+                existing,
+                other_addr,
+            }) => {
+                warn!(event = "name_conflict", member = %existing.name, other_addr = %other_addr, "another node claims a member's name");
+                return;
+            }
+            Event::KeyringReloaded { keys } => {
+                info!(event = "keyring_reloaded", keys, "keyring file reloaded");
+                return;
+            }
+            Event::KeyringRejected(e) => {
+                error!(event = "keyring_rejected", error = %e, "keyring file rejected; old keys kept");
+                return;
+            }
+            _ => return,
+        };
+        *self.lock().member_events.entry(kind).or_default() += 1;
+        self.resync(kind).await;
+    }
+
+    async fn on_health(&mut self, change: HealthChange) {
+        let known = self
+            .speaker
+            .config()
+            .services
+            .iter()
+            .any(|s| s.name == change.service && s.health_check.is_some());
+        if !known {
+            return;
+        }
+        if change.passing {
+            info!(event = "health_passing", service = %change.service, detail = %change.detail, "health check passes");
+            self.failing.remove(&change.service);
+        } else {
+            warn!(event = "health_failing", service = %change.service, detail = %change.detail, "health check fails");
+            self.failing.insert(change.service.clone());
+        }
+        self.publish_meta().await;
+        self.resync("health change").await;
+    }
+
+    async fn reload(&mut self, why: &str) {
+        self.file_text = self.read_file();
+        let loaded = Config::load(&self.path, self.default_name.as_deref());
+        let new = match loaded {
+            Ok(c) => c,
+            Err(e) => {
+                error!(event = "config_rejected", trigger = why, error = %e, "new configuration rejected; the old one stays in force");
+                self.lock().reloads_rejected += 1;
+                return;
+            }
+        };
+        let old = self.speaker.config().clone();
+        let fixed = restart_only_changes(&old, &new);
+        if !fixed.is_empty() {
+            warn!(event = "config_needs_restart", fields = ?fixed, "these settings change only on restart; the rest is applied");
+        }
+        let mut merged = new;
+        merged.node.name = old.node.name.clone();
+        merged.gossip.bind = old.gossip.bind;
+        merged.gossip.advertise = old.gossip.advertise;
+        merged.gossip.profile = old.gossip.profile;
+        merged.gossip.label = old.gossip.label.clone();
+        merged.gossip.keyring_file = old.gossip.keyring_file.clone();
+        merged.interfaces = old.interfaces.clone();
+        merged.refresh = old.refresh;
+        merged.http_listen = old.http_listen;
+        merged.election.hold_down = old.election.hold_down;
+        if merged == old {
+            info!(
+                event = "config_unchanged",
+                trigger = why,
+                "configuration unchanged"
+            );
+            return;
+        }
+        let checks = checks_of(&merged);
+        let restarted = self.checks.sync(&checks);
+        self.failing.retain(|s| checks.contains_key(s));
+        self.failing.extend(restarted);
+        let _ = self.seeds.send(merged.gossip.seeds.clone());
+        self.speaker.set_config(merged);
+        self.lock().reloads_ok += 1;
+        info!(
+            event = "config_reloaded",
+            trigger = why,
+            services = self.speaker.config().services.len(),
+            "configuration reloaded"
+        );
+        self.publish_meta().await;
+        self.resync("reload").await;
+    }
+
+    async fn publish_meta(&mut self) {
+        let meta = NodeMeta {
+            labels: self.speaker.config().node.labels.clone(),
+            failing: self.failing.clone(),
+            holding: self.holding,
+        };
+        if let Err(e) = self.gossip.set_meta(meta.encode()).await {
+            error!(event = "meta_failed", error = %e, "cannot publish node metadata");
+        }
+    }
+
+    /// Reads the gossip view, re-elects every VIP and applies what changed.
+    async fn resync(&mut self, trigger: &str) {
+        match self.gossip.members().await {
+            Ok(members) => self.speaker.set_members(members.iter().map(Member::from)),
+            Err(e) => {
+                error!(event = "resync_failed", error = %e, "cannot read the gossip view");
+                return;
+            }
+        }
+        let changes = self.speaker.evaluate();
+        let (mut taken, mut released) = (0, 0);
+        for change in &changes {
+            match change {
+                Change::Taken {
+                    vip,
+                    services,
+                    reason,
+                } => {
+                    taken += 1;
+                    info!(event = "vip_taken", vip = %vip, services = ?services, reason = %reason, trigger, "VIP taken");
+                }
+                Change::Released {
+                    vip,
+                    services,
+                    reason,
+                } => {
+                    released += 1;
+                    info!(event = "vip_released", vip = %vip, services = ?services, reason = %reason, trigger, "VIP released");
+                }
+            }
+        }
+        if !changes.is_empty() && self.l2.set_owned(self.speaker.owned_vips()).is_err() {
+            error!(
+                event = "announcer_stopped",
+                "the announcer thread has stopped"
+            );
+        }
+        let live = self.speaker.members().iter().filter(|m| m.live()).count();
+        tracing::debug!(
+            event = "resync",
+            trigger,
+            live,
+            changes = changes.len(),
+            "re-elected every VIP"
+        );
+        let status = self.status();
+        let announced = self.speaker.announced();
+        let configured = self
+            .speaker
+            .config()
+            .services
+            .iter()
+            .flat_map(|s| s.vips.iter().copied())
+            .collect();
+        let mut shared = self.lock();
+        shared.status = status;
+        shared.announced = announced;
+        shared.configured_vips = configured;
+        shared.evaluations += 1;
+        shared.vips_taken += taken;
+        shared.vips_released += released;
+        shared.ready = true;
+    }
+
+    fn status(&self) -> Status {
+        let quorum = self.speaker.quorum();
+        Status {
+            node: self.speaker.config().node.name.clone(),
+            members: self
+                .speaker
+                .members()
+                .iter()
+                .map(StatusMember::from)
+                .collect(),
+            vips: self
+                .speaker
+                .vip_status()
+                .iter()
+                .map(StatusVip::from)
+                .collect(),
+            quorum: StatusQuorum {
+                live: quorum.live,
+                needed: quorum.needed,
+            },
+            holding: self.holding,
+            health: checks_of(self.speaker.config())
+                .into_keys()
+                .map(|s| {
+                    let ok = !self.failing.contains(&s);
+                    (s, ok)
+                })
+                .collect(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Settings a reload cannot change (sockets, identity, announcer set-up), by field name.
+fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut check = |changed: bool, field| {
+        if changed {
+            out.push(field);
+        }
+    };
+    check(old.node.name != new.node.name, "node.name");
+    check(old.gossip.bind != new.gossip.bind, "gossip.bind");
+    check(
+        old.gossip.advertise != new.gossip.advertise,
+        "gossip.advertise",
+    );
+    check(old.gossip.profile != new.gossip.profile, "gossip.profile");
+    check(old.gossip.label != new.gossip.label, "gossip.label");
+    check(
+        old.gossip.keyring_file != new.gossip.keyring_file,
+        "gossip.keyring_file",
+    );
+    check(old.interfaces != new.interfaces, "interfaces");
+    check(old.refresh != new.refresh, "announce.refresh");
+    check(old.http_listen != new.http_listen, "http.listen");
+    check(
+        old.election.hold_down != new.election.hold_down,
+        "election.hold_down",
+    );
+    out
+}
+
+/// Joins the seeds until one answers, then every [`REJOIN_INTERVAL`] joins again those that
+/// are not live members, so that a healed partition merges (MetalLB does this every 60 s).
+async fn join_loop(gossip: Memberlist, mut seeds: watch::Receiver<Vec<String>>) {
+    let mut joined = false;
+    loop {
+        let list = seeds.borrow_and_update().clone();
+        let port = gossip.local_addr().port();
+        let targets: Vec<SocketAddr> = match resolve_seeds(&list, port).await {
+            Ok(addrs) => {
+                let live: BTreeSet<SocketAddr> = gossip
+                    .members()
+                    .await
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|m| !m.state.is_gone())
+                    .map(|m| m.addr)
+                    .collect();
+                addrs
+                    .into_iter()
+                    .filter(|a| *a != gossip.advertise_addr() && !live.contains(a))
+                    .collect()
+            }
+            Err(e) => {
+                warn!(event = "seed_unresolved", error = %e, "cannot resolve a seed");
+                Vec::new()
+            }
+        };
+        if targets.is_empty() {
+            joined = true;
+        } else {
+            match gossip.join_addrs(targets.clone()).await {
+                Ok(n) if n > 0 => {
+                    info!(
+                        event = "joined",
+                        answered = n,
+                        asked = targets.len(),
+                        "joined the cluster through seeds"
+                    );
+                    joined = true;
+                }
+                Ok(_) | Err(_) if !joined => {
+                    warn!(
+                        event = "join_failed",
+                        asked = targets.len(),
+                        "no seed answered; retrying"
+                    );
+                }
+                _ => {}
+            }
+        }
+        let wait = if joined { REJOIN_INTERVAL } else { JOIN_RETRY };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            changed = seeds.changed() => if changed.is_err() { return },
+        }
+    }
+}
