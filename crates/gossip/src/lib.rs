@@ -15,6 +15,6 @@ pub mod wire;
 
 pub use config::{Config, ConfigError, Profile};
 pub use engine::{
-    Event, IncomingStream, LocalNode, MemberInfo, MemberState, Membership, Stats, StreamFailure,
-    StreamId, StreamProgress, StreamRequest, Transmit, WireIp,
+    Event, IncomingStream, LocalNode, MemberInfo, MemberState, Membership, NameCache, Stats,
+    StreamFailure, StreamId, StreamProgress, StreamRequest, Transmit, WireIp,
 };

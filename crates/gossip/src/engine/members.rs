@@ -1,9 +1,11 @@
 //! The member table: every node we know of, ourselves included, in probe order.
 
 use super::suspicion::Suspicion;
+use core::hash::BuildHasher;
+use hashbrown::DefaultHashBuilder;
+use hashbrown::HashTable;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha12Rng;
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -79,8 +81,6 @@ pub(crate) struct Member {
     pub(crate) state: MemberState,
     pub(crate) state_change: Instant,
     pub(crate) suspicion: Option<Box<Suspicion>>,
-    /// Last time we told this node (directly) that we hold it dead, see `Membership::on_alive`.
-    pub(crate) last_nudge: Option<Instant>,
 }
 
 impl Member {
@@ -95,24 +95,47 @@ impl Member {
 }
 
 /// Members by name, with ourselves at index 0 and a shuffled probe order.
-#[derive(Debug)]
+///
+/// Compact on purpose: a simulator holds thousands of these tables with thousands of entries
+/// each. The name index stores only positions (4 bytes each) and hashes names through the list.
 pub(crate) struct Members {
     pub(crate) list: Vec<Member>,
-    index: HashMap<Arc<str>, u32>,
+    index: HashTable<u32>,
+    hasher: DefaultHashBuilder,
     order: Vec<u32>,
     probe_pos: usize,
 }
 
+impl core::fmt::Debug for Members {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Members")
+            .field("len", &self.list.len())
+            .finish()
+    }
+}
+
 impl Members {
     pub(crate) fn new(local: Member) -> Self {
-        let mut index = HashMap::new();
-        index.insert(local.name.clone(), 0);
-        Self {
-            list: vec![local],
-            index,
+        let mut members = Self {
+            list: Vec::new(),
+            index: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
             order: vec![0],
             probe_pos: 0,
-        }
+        };
+        members.push_indexed(local);
+        members
+    }
+
+    fn push_indexed(&mut self, member: Member) -> usize {
+        let i = self.list.len();
+        let hash = self.hasher.hash_one(&*member.name);
+        self.list.push(member);
+        let (list, hasher) = (&self.list, &self.hasher);
+        self.index.insert_unique(hash, i as u32, |&j| {
+            hasher.hash_one(&*list[j as usize].name)
+        });
+        i
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -120,16 +143,17 @@ impl Members {
     }
 
     pub(crate) fn find(&self, name: &str) -> Option<usize> {
-        self.index.get(name).map(|&i| i as usize)
+        let hash = self.hasher.hash_one(name);
+        self.index
+            .find(hash, |&j| &*self.list[j as usize].name == name)
+            .map(|&j| j as usize)
     }
 
     /// Adds a member at a random place in the probe order (so newcomers are not all probed at
     /// once, as Go does).
     pub(crate) fn insert(&mut self, member: Member, rng: &mut ChaCha12Rng) -> usize {
         use rand::Rng;
-        let i = self.list.len();
-        self.index.insert(member.name.clone(), i as u32);
-        self.list.push(member);
+        let i = self.push_indexed(member);
         self.order.push(i as u32);
         let last = self.order.len() - 1;
         let j = rng.gen_range(0..=last);
@@ -175,8 +199,9 @@ impl Members {
         }
         if self.list.len() != before {
             self.index.clear();
-            for (i, m) in self.list.iter().enumerate() {
-                self.index.insert(m.name.clone(), i as u32);
+            let members = core::mem::take(&mut self.list);
+            for m in members {
+                self.push_indexed(m);
             }
             self.order = (0..self.list.len() as u32).collect();
             self.probe_pos = self.order.len();

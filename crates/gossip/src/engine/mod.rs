@@ -55,6 +55,25 @@ fn same_meta(a: Option<&[u8]>, b: Option<&[u8]>) -> bool {
     a.unwrap_or_default() == b.unwrap_or_default()
 }
 
+/// Shares member names between engines in one process, so that a simulator running
+/// thousands of engines keeps one copy of each name instead of one per table. Production
+/// nodes have no use for it.
+#[derive(Debug, Clone, Default)]
+pub struct NameCache(Arc<std::sync::Mutex<std::collections::HashSet<Arc<str>>>>);
+
+impl NameCache {
+    /// The shared copy of `name`.
+    fn intern(&self, name: &str) -> Arc<str> {
+        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = set.get(name) {
+            return n.clone();
+        }
+        let n: Arc<str> = name.into();
+        set.insert(n.clone());
+        n
+    }
+}
+
 /// This node's identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalNode {
@@ -327,6 +346,8 @@ pub struct Membership {
     next_push_pull: Instant,
 
     relays: HashMap<u32, Relay>,
+    /// When we last told a node we hold dead that it is dead (see `on_alive`).
+    nudged: HashMap<Arc<str>, Instant>,
     deadlines: BinaryHeap<Reverse<(Instant, Deadline)>>,
     suspect_episodes: HashMap<u64, Arc<str>>,
     next_episode: u64,
@@ -335,6 +356,7 @@ pub struct Membership {
     user_broadcasts: BroadcastQueue,
     ack_payload: Option<Vec<u8>>,
     local_state: Vec<u8>,
+    names: Option<NameCache>,
 
     next_stream: u64,
     streams: HashMap<StreamId, StreamPurpose>,
@@ -395,7 +417,6 @@ impl Membership {
             state: MemberState::Alive,
             state_change: now,
             suspicion: None,
-            last_nudge: None,
         };
         let mut rng = ChaCha12Rng::from_seed(seed);
         let stagger = |rng: &mut ChaCha12Rng, d: Duration| {
@@ -423,6 +444,7 @@ impl Membership {
             next_gossip,
             next_push_pull,
             relays: HashMap::new(),
+            nudged: HashMap::new(),
             deadlines: BinaryHeap::new(),
             suspect_episodes: HashMap::new(),
             next_episode: 0,
@@ -430,6 +452,7 @@ impl Membership {
             user_broadcasts: BroadcastQueue::default(),
             ack_payload: None,
             local_state: Vec::new(),
+            names: None,
             next_stream: 0,
             streams: HashMap::new(),
             transmits: VecDeque::new(),
@@ -445,6 +468,11 @@ impl Membership {
         let name = engine.local().name.clone();
         engine.queue_broadcast(&name, &alive);
         Ok(engine)
+    }
+
+    /// Shares member names with other engines in this process (see [`NameCache`]).
+    pub fn set_name_cache(&mut self, cache: NameCache) {
+        self.names = Some(cache);
     }
 
     // ---- getters -------------------------------------------------------------------------
@@ -1268,13 +1296,19 @@ impl Membership {
             self.on_alive_about_us(now, a, vsn);
             return;
         }
-        let meta: Option<Arc<[u8]>> = a.meta.as_deref().map(Into::into);
+        // Go compares metadata with bytes.Equal, where nil and empty are the same; keeping
+        // empty as None also spares an allocation per member.
+        let meta: Option<Arc<[u8]>> = a.meta.as_deref().filter(|m| !m.is_empty()).map(Into::into);
         let i = match self.members.find(&a.node) {
             Some(i) => i,
             None => {
                 // New node: enters as dead at incarnation 0, then the rules below revive it.
+                let name = match &self.names {
+                    Some(cache) => cache.intern(&a.node),
+                    None => a.node.as_str().into(),
+                };
                 let m = Member {
-                    name: a.node.as_str().into(),
+                    name,
                     ip,
                     port: a.port,
                     meta: None,
@@ -1283,7 +1317,6 @@ impl Membership {
                     state: MemberState::Dead,
                     state_change: now,
                     suspicion: None,
-                    last_nudge: None,
                 };
                 self.members.insert(m, &mut self.rng)
             }
@@ -1305,11 +1338,11 @@ impl Membership {
                 return;
             }
         } else if a.incarnation <= m.incarnation {
-            if m.state == MemberState::Dead
-                && from.is_some()
-                && m.last_nudge
-                    .is_none_or(|t| now.saturating_duration_since(t) >= self.config.probe_interval)
-            {
+            let nudge_due = self
+                .nudged
+                .get(&*m.name)
+                .is_none_or(|&t| now.saturating_duration_since(t) >= self.config.probe_interval);
+            if m.state == MemberState::Dead && from.is_some() && nudge_due {
                 // A node we hold dead speaks with an old incarnation: it restarted and does not
                 // know. Tell it directly so it refutes, instead of staying dead in our view
                 // forever (hashicorp/memberlist#311).
@@ -1319,7 +1352,11 @@ impl Membership {
                     from: self.name().to_string(),
                 });
                 let to = m.addr();
-                self.members.list[i].last_nudge = Some(now);
+                if self.nudged.len() > 4096 {
+                    // Bounded: forget old nudges rather than grow without limit.
+                    self.nudged.clear();
+                }
+                self.nudged.insert(m.name.clone(), now);
                 self.send_msg(to, nudge.to_vec(Transport::Packet));
             }
             self.stats.ignored += 1;

@@ -620,3 +620,11 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn member_entries_stay_small() {
+    // Simulators hold N^2 of these; keep an eye on growth.
+    let size = core::mem::size_of::<members::Member>();
+    eprintln!("Member: {size} bytes");
+    assert!(size <= 96, "Member grew to {size} bytes");
+}

@@ -20,7 +20,20 @@ pub const MAX_PACKET_DECOMPRESSED: usize = 1 << 20;
 /// earlier than a 12-bit table strictly needs. We follow it so that our compressed output is
 /// identical to Go's.
 pub fn lzw_compress(data: &[u8]) -> Vec<u8> {
-    let mut encoder = LzwEncoder::new(data.len());
+    // The dictionary is reused across calls on a thread: compressing small packets must not
+    // cost a fresh 64 KiB table each time.
+    thread_local! {
+        static TABLE: core::cell::RefCell<LzwTable> = core::cell::RefCell::new(LzwTable::new());
+    }
+    TABLE.with(|table| match table.try_borrow_mut() {
+        Ok(mut table) => compress_with(data, &mut table),
+        Err(_) => compress_with(data, &mut LzwTable::new()),
+    })
+}
+
+fn compress_with(data: &[u8], table: &mut LzwTable) -> Vec<u8> {
+    table.clear();
+    let mut encoder = LzwEncoder::new(data.len(), table);
     encoder.write(CLEAR);
     let mut bytes = data.iter();
     if let Some(&first) = bytes.next() {
@@ -48,25 +61,25 @@ const END: u16 = 257;
 /// Go resets when its highest assigned code reaches this value.
 const RESET_AT: u16 = 4095;
 
-struct LzwEncoder {
+struct LzwEncoder<'t> {
     out: Vec<u8>,
     bits: u32,
     nbits: u32,
     width: u32,
     /// The highest code assigned so far (257 = END right after a reset).
     hi: u16,
-    table: LzwTable,
+    table: &'t mut LzwTable,
 }
 
-impl LzwEncoder {
-    fn new(input_len: usize) -> Self {
+impl<'t> LzwEncoder<'t> {
+    fn new(input_len: usize, table: &'t mut LzwTable) -> Self {
         Self {
             out: Vec::with_capacity(input_len / 2 + 8),
             bits: 0,
             nbits: 0,
             width: 9,
             hi: END,
-            table: LzwTable::new(),
+            table,
         }
     }
 
@@ -107,23 +120,30 @@ impl LzwEncoder {
 }
 
 /// The dictionary: (prefix code, next byte) -> code, in an open-addressed table big enough
-/// that it never fills (at most 4095 - 258 entries live at once).
+/// that it never fills (at most 4095 - 258 entries live at once). Each slot carries the
+/// generation it was written in, so clearing is a counter bump, not a memset.
 struct LzwTable {
-    slots: Vec<u32>,
+    slots: Vec<u64>,
+    generation: u32,
 }
 
 impl LzwTable {
     const SLOTS: usize = 1 << 13;
-    const EMPTY: u32 = u32::MAX;
 
     fn new() -> Self {
         Self {
-            slots: vec![Self::EMPTY; Self::SLOTS],
+            slots: vec![0; Self::SLOTS],
+            generation: 0,
         }
     }
 
     fn clear(&mut self) {
-        self.slots.fill(Self::EMPTY);
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: old stamps could look current again.
+            self.slots.fill(0);
+            self.generation = 1;
+        }
     }
 
     fn key(prefix: u16, byte: u8) -> u32 {
@@ -134,16 +154,18 @@ impl LzwTable {
         (key.wrapping_mul(0x9E37_79B1) >> 19) as usize & (Self::SLOTS - 1)
     }
 
+    /// A live slot: generation in the high half, then key (20 bits) and code (12 bits).
+    fn live(&self, slot: u64) -> Option<u32> {
+        ((slot >> 32) as u32 == self.generation).then_some(slot as u32)
+    }
+
     fn get(&self, prefix: u16, byte: u8) -> Option<u16> {
         let key = Self::key(prefix, byte);
         let mut i = Self::start(key);
         loop {
-            let slot = self.slots[i];
-            if slot == Self::EMPTY {
-                return None;
-            }
-            if slot >> 12 == key {
-                return Some((slot & 0xfff) as u16);
+            let entry = self.live(self.slots[i])?;
+            if entry >> 12 == key {
+                return Some((entry & 0xfff) as u16);
             }
             i = (i + 1) & (Self::SLOTS - 1);
         }
@@ -152,10 +174,11 @@ impl LzwTable {
     fn insert(&mut self, prefix: u16, byte: u8, code: u16) {
         let key = Self::key(prefix, byte);
         let mut i = Self::start(key);
-        while self.slots[i] != Self::EMPTY {
+        while self.live(self.slots[i]).is_some() {
             i = (i + 1) & (Self::SLOTS - 1);
         }
-        self.slots[i] = (key << 12) | u32::from(code);
+        self.slots[i] =
+            (u64::from(self.generation) << 32) | u64::from((key << 12) | u32::from(code));
     }
 }
 

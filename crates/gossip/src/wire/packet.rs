@@ -52,29 +52,35 @@ pub fn seal(
     rng: &mut impl CryptoRngCore,
     out: &mut Vec<u8>,
 ) {
-    let mut body = payload.to_vec();
-    if framing.compress {
-        let mut compressed = Vec::new();
-        compress::encode(&body, &mut compressed);
-        if compressed.len() < body.len() {
-            body = compressed;
-        }
-    }
-    if crc {
-        let mut with_crc = Vec::with_capacity(body.len() + crc::OVERHEAD);
-        crc::encode(&body, &mut with_crc);
-        body = with_crc;
-    }
+    let compressed = framing.compress.then(|| {
+        let mut c = Vec::new();
+        compress::encode(payload, &mut c);
+        c
+    });
+    let body = match &compressed {
+        Some(c) if c.len() < payload.len() => c.as_slice(),
+        _ => payload,
+    };
     framing.label.write_header(out);
     match framing.keyring.primary() {
         Some(key) if framing.verify_outgoing => {
+            let with_crc;
+            let plain = if crc {
+                let mut buf = Vec::with_capacity(body.len() + crc::OVERHEAD);
+                crc::encode(body, &mut buf);
+                with_crc = buf;
+                with_crc.as_slice()
+            } else {
+                body
+            };
             let mut nonce = [0u8; 12];
             rng.fill_bytes(&mut nonce);
             let version = framing.encryption_version;
             let aad = framing.label.as_bytes();
-            crypto::encrypt_with_nonce(version, key, &nonce, &body, aad, out);
+            crypto::encrypt_with_nonce(version, key, &nonce, plain, aad, out);
         }
-        _ => out.extend_from_slice(&body),
+        _ if crc => crc::encode(body, out),
+        _ => out.extend_from_slice(body),
     }
 }
 
