@@ -624,7 +624,7 @@ mod properties {
 #[test]
 fn member_entries_stay_small() {
     // Simulators hold N^2 of these; keep an eye on growth.
-    let size = core::mem::size_of::<members::Member>();
+    let size = size_of::<Member>();
     eprintln!("Member: {size} bytes");
     assert!(size <= 96, "Member grew to {size} bytes");
 }
