@@ -91,7 +91,8 @@ pub async fn run(
 
     let (checks, health_rx) = Checks::new();
     let (seeds_tx, seeds_rx) = watch::channel(config.gossip.seeds.clone());
-    let joiner = tokio::spawn(join_loop(gossip.clone(), seeds_rx));
+    let (first_join_tx, first_join) = tokio::sync::oneshot::channel();
+    let joiner = tokio::spawn(join_loop(gossip.clone(), seeds_rx, first_join_tx));
     info!(
         event = "started",
         node = %config.node.name,
@@ -115,12 +116,15 @@ pub async fn run(
         failing,
         holding,
         seeds: seeds_tx,
+        joined: false,
     };
     daemon.file_text = daemon.read_file();
     daemon.checks.sync(&checks_of(daemon.speaker.config()));
     daemon.resync("start").await;
 
-    let result = daemon.run_loop(&mut events, health_rx, started).await;
+    let result = daemon
+        .run_loop(&mut events, health_rx, first_join, started)
+        .await;
 
     // Stop answering first, then tell the others, then stop.
     let _ = l2.set_owned(Vec::new());
@@ -162,6 +166,9 @@ struct Daemon {
     failing: BTreeSet<String>,
     holding: bool,
     seeds: watch::Sender<Vec<String>>,
+    /// The first join through the seeds is over. Until then this node elects nothing: alone,
+    /// it would think itself the owner of every VIP and answer beside the real owners.
+    joined: bool,
 }
 
 impl Daemon {
@@ -169,6 +176,7 @@ impl Daemon {
         &mut self,
         events: &mut vigil_gossip_net::Events,
         mut health: tokio::sync::mpsc::UnboundedReceiver<HealthChange>,
+        mut first_join: tokio::sync::oneshot::Receiver<()>,
         started: Instant,
     ) -> Result<(), String> {
         let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("SIGHUP: {e}"))?;
@@ -195,6 +203,10 @@ impl Daemon {
                     None => return Err("the gossip driver stopped".into()),
                 },
                 Some(change) = health.recv() => self.on_health(change).await,
+                _ = &mut first_join, if !self.joined => {
+                    self.joined = true;
+                    self.resync("first join done").await;
+                }
                 () = hold_down => {
                     self.holding = false;
                     info!(event = "hold_down_over", "fail-back hold-down over: this node may take VIPs");
@@ -358,7 +370,11 @@ impl Daemon {
                 return;
             }
         }
-        let changes = self.speaker.evaluate();
+        let changes = if self.joined {
+            self.speaker.evaluate()
+        } else {
+            Vec::new()
+        };
         let (mut taken, mut released) = (0, 0);
         for change in &changes {
             match change {
@@ -410,7 +426,7 @@ impl Daemon {
         shared.evaluations += 1;
         shared.vips_taken += taken;
         shared.vips_released += released;
-        shared.ready = true;
+        shared.ready = self.joined;
     }
 
     fn status(&self) -> Status {
@@ -481,7 +497,12 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
 
 /// Joins the seeds until one answers, then every [`REJOIN_INTERVAL`] joins again those that
 /// are not live members, so that a healed partition merges (MetalLB does this every 60 s).
-async fn join_loop(gossip: Memberlist, mut seeds: watch::Receiver<Vec<String>>) {
+async fn join_loop(
+    gossip: Memberlist,
+    mut seeds: watch::Receiver<Vec<String>>,
+    first_join: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first_join = Some(first_join);
     let mut joined = false;
     loop {
         let list = seeds.borrow_and_update().clone();
@@ -528,6 +549,10 @@ async fn join_loop(gossip: Memberlist, mut seeds: watch::Receiver<Vec<String>>) 
                 }
                 _ => {}
             }
+        }
+        // Answered or not, the first attempt is over: alone, this node elects among itself.
+        if let Some(tx) = first_join.take() {
+            let _ = tx.send(());
         }
         let wait = if joined { REJOIN_INTERVAL } else { JOIN_RETRY };
         tokio::select! {
