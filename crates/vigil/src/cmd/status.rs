@@ -96,7 +96,7 @@ pub fn render(s: &Status) -> String {
         "split-brain guard off".to_string()
     } else if s.quorum.live >= s.quorum.needed {
         format!(
-            "quorum ok ({} of {} needed)",
+            "quorum ok ({} live, {} needed)",
             s.quorum.live, s.quorum.needed
         )
     } else {

@@ -944,6 +944,21 @@ services:
     }
 
     #[test]
+    fn the_example_in_deploy_validates() {
+        let example = include_str!("../../../../../deploy/standalone.example.yaml");
+        let dir = std::env::temp_dir().join(format!("vigil-example-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let keyring = dir.join("keyring.json");
+        std::fs::write(&keyring, "[\"T9jncgl9mbLus+baTTa7q7nPSUrXwbDi2dhbtqir37s=\"]").unwrap();
+        let text = example.replace("/etc/vigil/keyring.json", &keyring.display().to_string());
+        let parsed = Config::parse(&text, None);
+        let _ = std::fs::remove_dir_all(&dir);
+        let c = parsed.unwrap();
+        assert_eq!(c.services.len(), 3);
+        assert_eq!(c.election.expected_members, Some(3));
+    }
+
+    #[test]
     fn gossip_metadata_must_fit() {
         let labels: String = (0..60).map(|i| format!("label{i}: value{i}, ")).collect();
         let text = format!("node: {{name: a, labels: {{{labels}}}}}\ngossip: {{bind: 198.18.0.1}}");
