@@ -949,7 +949,11 @@ services:
         let dir = std::env::temp_dir().join(format!("vigil-example-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let keyring = dir.join("keyring.json");
-        std::fs::write(&keyring, "[\"T9jncgl9mbLus+baTTa7q7nPSUrXwbDi2dhbtqir37s=\"]").unwrap();
+        std::fs::write(
+            &keyring,
+            "[\"T9jncgl9mbLus+baTTa7q7nPSUrXwbDi2dhbtqir37s=\"]",
+        )
+        .unwrap();
         let text = example.replace("/etc/vigil/keyring.json", &keyring.display().to_string());
         let parsed = Config::parse(&text, None);
         let _ = std::fs::remove_dir_all(&dir);
