@@ -8,9 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use vigil_fuzz::{FRAMINGS, SMALL_LIMITS};
-use vigil_gossip::wire::{
-    Message, StreamLimits, compound, compress, crc, label, packet, stream,
-};
+use vigil_gossip::wire::{Message, StreamLimits, compound, compress, crc, label, packet, stream};
 
 /// Cap for the bare LZW and compress decoders: big enough for any sensible packet.
 const LZW_CAP: usize = 1 << 16;
@@ -55,7 +53,11 @@ fuzz_target!(|data: &[u8]| {
     let _ = Message::decode_packet(data);
     for limits in [StreamLimits::default(), SMALL_LIMITS] {
         if let Ok((_, used)) = Message::decode_stream(data, &limits) {
-            assert!(used > 0 && used <= data.len(), "decode_stream used {used} of {}", data.len());
+            assert!(
+                used > 0 && used <= data.len(),
+                "decode_stream used {used} of {}",
+                data.len()
+            );
         }
     }
 

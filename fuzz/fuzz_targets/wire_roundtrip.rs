@@ -42,9 +42,17 @@ fn as_received<'a>(framing: &Framing, sealed: &'a [u8]) -> &'a [u8] {
 fn check_packet_message(m: &Message) {
     let enc = m.to_vec(Transport::Packet);
     let again = Message::decode_packet(&enc).unwrap_or_else(|e| {
-        panic!("decode_packet(encode(m)) failed: {e:?}\nm = {m:?}\nencoded = {}", hex(&enc))
+        panic!(
+            "decode_packet(encode(m)) failed: {e:?}\nm = {m:?}\nencoded = {}",
+            hex(&enc)
+        )
     });
-    assert_eq!(&again, m, "packet round trip changed the message; encoded = {}", hex(&enc));
+    assert_eq!(
+        &again,
+        m,
+        "packet round trip changed the message; encoded = {}",
+        hex(&enc)
+    );
     let enc2 = again.to_vec(Transport::Packet);
     assert!(
         enc2 == enc,
@@ -57,10 +65,23 @@ fn check_packet_message(m: &Message) {
 fn check_stream_message(m: &Message, limits: &StreamLimits) {
     let enc = m.to_vec(Transport::Stream);
     let (again, used) = Message::decode_stream(&enc, limits).unwrap_or_else(|e| {
-        panic!("decode_stream(encode(m)) failed: {e:?}\nm = {m:?}\nencoded = {}", hex(&enc))
+        panic!(
+            "decode_stream(encode(m)) failed: {e:?}\nm = {m:?}\nencoded = {}",
+            hex(&enc)
+        )
     });
-    assert_eq!(&again, m, "stream round trip changed the message; encoded = {}", hex(&enc));
-    assert_eq!(used, enc.len(), "decode_stream(encode(m)) left bytes; encoded = {}", hex(&enc));
+    assert_eq!(
+        &again,
+        m,
+        "stream round trip changed the message; encoded = {}",
+        hex(&enc)
+    );
+    assert_eq!(
+        used,
+        enc.len(),
+        "decode_stream(encode(m)) left bytes; encoded = {}",
+        hex(&enc)
+    );
     let enc2 = again.to_vec(Transport::Stream);
     assert!(
         enc2 == enc,
@@ -87,10 +108,22 @@ fn reseal_packet(named: &Named, contents: &Contents) {
                 continue; // the caller's budget, not the codec's
             }
             let got = packet::open(framing, as_received(framing, &sealed)).unwrap_or_else(|e| {
-                panic!("{name} crc={crc}: re-sealed packet rejected: {e:?}\nm = {m:?}\nsealed = {}", hex(&sealed))
+                panic!(
+                    "{name} crc={crc}: re-sealed packet rejected: {e:?}\nm = {m:?}\nsealed = {}",
+                    hex(&sealed)
+                )
             });
-            assert_eq!(got.messages, [m.clone()], "{name} crc={crc}: sealed = {}", hex(&sealed));
-            assert!(got.malformed.is_empty(), "{name} crc={crc}: {:?}", got.malformed);
+            assert_eq!(
+                got.messages,
+                [m.clone()],
+                "{name} crc={crc}: sealed = {}",
+                hex(&sealed)
+            );
+            assert!(
+                got.malformed.is_empty(),
+                "{name} crc={crc}: {:?}",
+                got.malformed
+            );
             assert_eq!(got.truncated_parts, 0, "{name} crc={crc}");
             assert_eq!(got.layers.crc, crc, "{name}");
             assert_eq!(got.layers.encrypted, encrypts, "{name}");
@@ -117,14 +150,24 @@ fn reseal_packet(named: &Named, contents: &Contents) {
                 break;
             }
             let got = packet::open(framing, as_received(framing, &sealed)).unwrap_or_else(|e| {
-                panic!("{name} crc={crc}: re-sealed compound rejected: {e:?}\nsealed = {}", hex(&sealed))
+                panic!(
+                    "{name} crc={crc}: re-sealed compound rejected: {e:?}\nsealed = {}",
+                    hex(&sealed)
+                )
             });
-            assert!(got.malformed.is_empty(), "{name} crc={crc}: {:?}", got.malformed);
+            assert!(
+                got.malformed.is_empty(),
+                "{name} crc={crc}: {:?}",
+                got.malformed
+            );
             assert_eq!(got.truncated_parts, 0, "{name} crc={crc}");
             reopened.extend(got.messages);
         }
         if complete {
-            assert_eq!(reopened, contents.messages, "{name} crc={crc}: batched re-seal");
+            assert_eq!(
+                reopened, contents.messages,
+                "{name} crc={crc}: batched re-seal"
+            );
         }
     }
 }
@@ -146,22 +189,50 @@ fn reseal_stream(named: &Named, data: &[u8], dialer: bool) {
 
     // Skip messages whose re-encoding could brush against the (small) stream caps.
     let size = opened.message.to_vec(Transport::Stream).len();
-    if size + 1024 > limits.max_decompressed_bytes.min(limits.max_encrypted_bytes) {
+    if size + 1024
+        > limits
+            .max_decompressed_bytes
+            .min(limits.max_encrypted_bytes)
+    {
         return;
     }
     let mut sealed = Vec::new();
     stream::seal(framing, &opened.message, dialer, &mut rng(), &mut sealed);
-    let input = if dialer { as_received(framing, &sealed) } else { &sealed[..] };
+    let input = if dialer {
+        as_received(framing, &sealed)
+    } else {
+        &sealed[..]
+    };
     let got = stream::open(framing, input, dialer)
         .unwrap_or_else(|e| {
-            panic!("{name} dialer={dialer}: re-sealed stream rejected: {e:?}\nsealed = {}", hex(&sealed))
+            panic!(
+                "{name} dialer={dialer}: re-sealed stream rejected: {e:?}\nsealed = {}",
+                hex(&sealed)
+            )
         })
         .unwrap_or_else(|| {
-            panic!("{name} dialer={dialer}: re-sealed stream incomplete\nsealed = {}", hex(&sealed))
+            panic!(
+                "{name} dialer={dialer}: re-sealed stream incomplete\nsealed = {}",
+                hex(&sealed)
+            )
         });
-    assert_eq!(got.message, opened.message, "{name} dialer={dialer}: sealed = {}", hex(&sealed));
-    assert_eq!(got.consumed, input.len(), "{name} dialer={dialer}: sealed = {}", hex(&sealed));
-    assert_eq!(got.encrypted, framing.keyring.is_enabled() && framing.verify_outgoing, "{name}");
+    assert_eq!(
+        got.message,
+        opened.message,
+        "{name} dialer={dialer}: sealed = {}",
+        hex(&sealed)
+    );
+    assert_eq!(
+        got.consumed,
+        input.len(),
+        "{name} dialer={dialer}: sealed = {}",
+        hex(&sealed)
+    );
+    assert_eq!(
+        got.encrypted,
+        framing.keyring.is_enabled() && framing.verify_outgoing,
+        "{name}"
+    );
     assert_eq!(got.compressed, framing.compress, "{name}");
     let mut cuts = [0, 1, input.len() / 2, input.len().saturating_sub(1)];
     cuts.sort_unstable();
