@@ -115,7 +115,7 @@ fn reseal_packet(named: &Named, contents: &Contents) {
             });
             assert_eq!(
                 got.messages,
-                [m.clone()],
+                std::slice::from_ref(m),
                 "{name} crc={crc}: sealed = {}",
                 hex(&sealed)
             );
@@ -266,16 +266,16 @@ fuzz_target!(|data: &[u8]| {
 
     let body = data.get(1..).unwrap_or_default();
     for input in [data, body] {
-        if let Ok(parts) = compound::decode(input) {
-            if parts.truncated == 0 {
-                let mut enc = Vec::new();
-                compound::encode(&parts.parts, &mut enc).expect("decoded parts fit a compound");
-                assert!(
-                    enc[1..] == input[..enc.len() - 1],
-                    "compound re-encoding differs: {}",
-                    hex(&enc)
-                );
-            }
+        if let Ok(parts) = compound::decode(input)
+            && parts.truncated == 0
+        {
+            let mut enc = Vec::new();
+            compound::encode(&parts.parts, &mut enc).expect("decoded parts fit a compound");
+            assert!(
+                enc[1..] == input[..enc.len() - 1],
+                "compound re-encoding differs: {}",
+                hex(&enc)
+            );
         }
         if let Ok(plain) = compress::lzw_decompress(input, LZW_CAP) {
             let packed = compress::lzw_compress(&plain);
