@@ -16,7 +16,6 @@ import time
 VIGIL_BIN, GO_BIN, N, WINDOW = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 NS = f"vigil-gbench-{os.getpid()}"
 HZ = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 SETTLE = 10.0
 CONVERGE_LIMIT = 180.0
 procs = []
@@ -73,9 +72,16 @@ class Node:
             fields = f.read().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12])  # utime + stime
 
-    def rss_bytes(self):
-        with open(f"/proc/{self.proc.pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE
+    def memory(self):
+        """RSS, PSS and private (unshared) memory in MiB, from smaps_rollup."""
+        kb = {}
+        with open(f"/proc/{self.proc.pid}/smaps_rollup") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[2] == "kB":
+                    kb[parts[0].rstrip(":")] = int(parts[1])
+        private = kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
+        return kb["Rss"] / 1024, kb["Pss"] / 1024, private / 1024
 
 
 def start_cluster(kind):
@@ -148,11 +154,13 @@ table inet gbench {
 
     def stats(nodes, counter, launch, conv):
         cpu = [100.0 * (ticks1[id(n)] - ticks0[id(n)]) / HZ / dt for n in nodes]
-        rss = [n.rss_bytes() / 2**20 for n in nodes]
+        mem = [n.memory() for n in nodes]
+        rss = [m[0] for m in mem]
         b = (c1[counter][0] - c0[counter][0]) / dt / len(nodes)
         p = (c1[counter][1] - c0[counter][1]) / dt / len(nodes)
         return {"launch": launch, "conv": conv, "cpu": mean(cpu), "cpu_max": max(cpu),
-                "rss": mean(rss), "rss_max": max(rss), "bps": b, "pps": p}
+                "rss": mean(rss), "rss_max": max(rss), "pss": mean([m[1] for m in mem]),
+                "private": mean([m[2] for m in mem]), "bps": b, "pps": p}
 
     v = stats(vigil_nodes, "vigil", vigil_launch, vigil_conv)
     g = stats(go_nodes, "go", go_launch, go_conv)
@@ -170,6 +178,8 @@ table inet gbench {
         ("idle CPU per node, max (%)", "cpu_max", "{:.2f}"),
         ("RSS per node, mean (MiB)", "rss", "{:.1f}"),
         ("RSS per node, max (MiB)", "rss_max", "{:.1f}"),
+        ("PSS per node, mean (MiB)", "pss", "{:.2f}"),
+        ("private memory per node, mean (MiB)", "private", "{:.2f}"),
         ("bytes/s sent per node (IP)", "bps", "{:.0f}"),
         ("packets/s sent per node", "pps", "{:.1f}"),
     ]

@@ -13,6 +13,19 @@ window=${2:-30}
 command -v nft >/dev/null || { echo "bench/gossip/run.sh: needs nft (apt-get install nftables)" >&2; exit 1; }
 bash conformance/build.sh >/dev/null
 gopeer="$(pwd)/conformance/.build/bin/vigil-gopeer"
-target="${CARGO_TARGET_DIR:-$(pwd)/target}"
-cargo build -q --release -p vigil
-exec python3 bench/gossip/bench.py "$target/release/vigil" "$gopeer" "$nodes" "$window"
+# The agent is built as it would ship as a small daemon: release with opt-level "s", fat LTO
+# and one codegen unit (its resident size is mostly mapped code, so code size is memory).
+# VIGIL_BENCH_PLAIN_RELEASE=1 measures the workspace's plain release profile instead.
+target="${CARGO_TARGET_DIR:-$(pwd)/target}/bench-gossip"
+if [ "${VIGIL_BENCH_PLAIN_RELEASE:-0}" = 1 ]; then
+    build="release"
+    CARGO_TARGET_DIR="$target/plain" cargo build -q --release -p vigil
+    vigil="$target/plain/release/vigil"
+else
+    build="release, opt-level s, fat LTO, 1 codegen unit"
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=s CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+        CARGO_TARGET_DIR="$target/small" cargo build -q --release -p vigil
+    vigil="$target/small/release/vigil"
+fi
+echo "vigil build: $build"
+exec python3 bench/gossip/bench.py "$vigil" "$gopeer" "$nodes" "$window"
