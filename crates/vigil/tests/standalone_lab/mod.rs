@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub(crate) const CLIENT4: &str = "198.18.0.1";
+pub(crate) const CLIENT6: &str = "2001:db8::1";
 pub(crate) const VIP: &str = "198.18.0.100";
+/// The IPv6 VIP of the same service: announced from the same node.
+pub(crate) const VIP6: &str = "2001:db8::100";
 pub(crate) const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 
 /// Whether this test may run: root. Without root it fails when `VIGIL_REQUIRE_ROOT=1` (CI),
@@ -93,6 +96,17 @@ impl Cluster {
         run(&["ip", "-n", &br, "link", "add", "br0", "type", "bridge"]);
         run(&["ip", "-n", &br, "link", "set", "br0", "up"]);
         lab.plug("cl", &format!("{CLIENT4}/24"));
+        run(&[
+            "ip",
+            "-n",
+            &lab.ns("cl"),
+            "addr",
+            "add",
+            &format!("{CLIENT6}/64"),
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
         for i in 1..=n {
             let name = format!("n{i}");
             lab.plug(&name, &format!("198.18.0.{}/24", 10 + i));
@@ -170,7 +184,7 @@ impl Cluster {
              election: {{{election}}}\n\
              services:\n  \
              - name: web\n    \
-               vips: [{VIP}]\n    \
+               vips: [{VIP}, \"{VIP6}\"]\n    \
                health_check: {{command: [/bin/sh, -c, \"test ! -e {}\"], interval: 100ms}}\n{extra_services}",
             10 + index,
             seeds.join(", "),
@@ -327,6 +341,51 @@ impl Cluster {
                     .map(str::to_string)
             })
             .collect()
+    }
+
+    /// Asks for [`VIP6`] with a neighbour solicitation from the client and returns the
+    /// target link-layer addresses of the advertisements answering it.
+    pub(crate) fn ns_answers(&self) -> Vec<String> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns("cl")])
+            .arg(l2_client())
+            .args([
+                "ns",
+                "--iface",
+                "eth0",
+                "--src-ip",
+                CLIENT6,
+                "--target",
+                VIP6,
+                "--wait-ms",
+                "300",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .expect("vigil-l2-client");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| {
+                l.starts_with("na ") && l.split_whitespace().any(|w| w == format!("dst={CLIENT6}"))
+            })
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("mac="))
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
+    /// Sends SIGHUP to `host`'s speaker.
+    pub(crate) fn hangup(&self, host: &str) {
+        let h = self.hosts.iter().find(|h| h.name == host).unwrap();
+        let pid = h.child.as_ref().expect("running").id().to_string();
+        run(&["kill", "-HUP", &pid]);
+    }
+
+    /// `host`'s log so far.
+    pub(crate) fn log(&self, host: &str) -> String {
+        std::fs::read_to_string(self.log_path(host)).unwrap_or_default()
     }
 
     /// The speakers' logs, for failure messages.

@@ -203,10 +203,7 @@ impl Daemon {
                     None => return Err("the gossip driver stopped".into()),
                 },
                 Some(change) = health.recv() => self.on_health(change).await,
-                _ = &mut first_join, if !self.joined => {
-                    self.joined = true;
-                    self.resync("first join done").await;
-                }
+                _ = &mut first_join, if !self.joined => self.on_first_join().await,
                 () = hold_down => {
                     self.holding = false;
                     info!(event = "hold_down_over", "fail-back hold-down over: this node may take VIPs");
@@ -223,6 +220,36 @@ impl Daemon {
                 _ = int.recv() => return Ok(()),
             }
         }
+    }
+
+    /// The first join is over: elect from now on. The hold-down is for joining a cluster
+    /// that already serves; if no other live member has settled (a cold start, or alone),
+    /// holding back would only make VIPs hop as nodes settle one by one, so settle at once.
+    async fn on_first_join(&mut self) {
+        self.joined = true;
+        if self.holding {
+            match self.gossip.members().await {
+                Ok(members) => self.speaker.set_members(members.iter().map(Member::from)),
+                Err(e) => {
+                    error!(event = "resync_failed", error = %e, "cannot read the gossip view")
+                }
+            }
+            let local = self.speaker.config().node.name.clone();
+            let serving = self
+                .speaker
+                .members()
+                .iter()
+                .any(|m| m.name != local && m.live() && !m.meta.holding);
+            if !serving {
+                self.holding = false;
+                info!(
+                    event = "hold_down_skipped",
+                    "no other member has settled (a cold start): no fail-back hold-down"
+                );
+                self.publish_meta().await;
+            }
+        }
+        self.resync("first join done").await;
     }
 
     fn read_file(&self) -> Option<String> {
@@ -384,7 +411,7 @@ impl Daemon {
                     reason,
                 } => {
                     taken += 1;
-                    info!(event = "vip_taken", vip = %vip, services = ?services, reason = %reason, trigger, "VIP taken");
+                    info!(event = "vip_taken", vip = %vip, services = %services.join(","), reason = %reason, trigger, "VIP taken");
                 }
                 Change::Released {
                     vip,
@@ -392,7 +419,7 @@ impl Daemon {
                     reason,
                 } => {
                     released += 1;
-                    info!(event = "vip_released", vip = %vip, services = ?services, reason = %reason, trigger, "VIP released");
+                    info!(event = "vip_released", vip = %vip, services = %services.join(","), reason = %reason, trigger, "VIP released");
                 }
             }
         }
@@ -402,14 +429,16 @@ impl Daemon {
                 "the announcer thread has stopped"
             );
         }
-        let live = self.speaker.members().iter().filter(|m| m.live()).count();
-        tracing::debug!(
-            event = "resync",
-            trigger,
-            live,
-            changes = changes.len(),
-            "re-elected every VIP"
-        );
+        if self.joined {
+            let live = self.speaker.members().iter().filter(|m| m.live()).count();
+            info!(
+                event = "resync",
+                trigger,
+                live,
+                changes = changes.len(),
+                "re-elected every VIP"
+            );
+        }
         let status = self.status();
         let announced = self.speaker.announced();
         let configured = self
