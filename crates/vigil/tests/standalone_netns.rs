@@ -261,3 +261,36 @@ fn metric(text: &str, name: &str) -> u64 {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
+
+#[test]
+fn with_the_split_brain_guard_a_lone_survivor_stays_silent() {
+    if !root_or_skip("with_the_split_brain_guard_a_lone_survivor_stays_silent") {
+        return;
+    }
+    let (mut lab, owner) = converged("expected_members: 3");
+    let survivor = others(&lab, &owner)[0].clone();
+    for host in lab.names() {
+        if host != survivor {
+            lab.kill(&host);
+        }
+    }
+    // The survivor sees 1 of 3: it would own the VIP, but announces nothing.
+    lab.wait_for("the survivor to see itself alone", GENEROUS, || {
+        lab.status(&survivor).is_some_and(|s| {
+            s["quorum"]["live"] == 1
+                && s["vips"]
+                    .as_array()
+                    .is_some_and(|vs| vs.iter().all(|v| v["announced_here"] == false))
+        })
+    });
+    assert_eq!(
+        lab.owner_seen_by(&survivor).as_deref(),
+        Some(survivor.as_str())
+    );
+    assert!(lab.arp_answers().is_empty(), "{}", lab.logs());
+    assert!(
+        lab.status_text(&survivor).contains("NO QUORUM"),
+        "{}",
+        lab.status_text(&survivor)
+    );
+}

@@ -173,3 +173,59 @@ fn table<const N: usize>(out: &mut String, rows: &[[String; N]]) {
         out.push('\n');
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::standalone::state::{StatusMember, StatusQuorum, StatusVip};
+
+    #[test]
+    fn status_prints_members_and_owners_in_columns() {
+        let status = Status {
+            node: "host-a".into(),
+            members: vec![
+                StatusMember {
+                    name: "host-a".into(),
+                    addr: "198.18.0.11:7946".into(),
+                    state: "alive".into(),
+                    labels: [("rack".to_string(), "r1".to_string())].into(),
+                    ..StatusMember::default()
+                },
+                StatusMember {
+                    name: "host-b".into(),
+                    addr: "198.18.0.12:7946".into(),
+                    state: "suspect".into(),
+                    failing: ["web".to_string()].into(),
+                    holding: true,
+                    ..StatusMember::default()
+                },
+            ],
+            vips: vec![StatusVip {
+                vip: "198.18.0.100".into(),
+                services: vec!["web".into()],
+                owner: Some("host-a".into()),
+                announced_here: true,
+                candidates: vec!["host-a".into()],
+            }],
+            quorum: StatusQuorum { live: 2, needed: 2 },
+            ..Status::default()
+        };
+        let text = render(&status);
+        assert!(
+            text.starts_with("node host-a: quorum ok (2 live, 2 needed)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("host-a  198.18.0.11:7946  alive              rack=r1  -\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("host-b  198.18.0.12:7946  suspect (holding)  -        web\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("198.18.0.100  web       host-a  yes   host-a\n"),
+            "{text}"
+        );
+    }
+}
