@@ -42,3 +42,33 @@ pub fn seed_from_env(default: u64) -> u64 {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(default)
 }
+
+/// For tests: the seed to use (see [`seed_from_env`]) and a guard that, if the test panics,
+/// prints the seed and the command that replays it.
+///
+/// ```
+/// let (seed, _guard) = vigil_sim::test_seed("my_test", 7);
+/// assert_eq!(seed, 7); // unless SIM_SEED is set
+/// ```
+pub fn test_seed(test: &'static str, default: u64) -> (u64, SeedGuard) {
+    let seed = seed_from_env(default);
+    (seed, SeedGuard { test, seed })
+}
+
+/// Prints the seed of a failing test when dropped during a panic.
+#[derive(Debug)]
+pub struct SeedGuard {
+    test: &'static str,
+    seed: u64,
+}
+
+impl Drop for SeedGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "simulation test {} failed with seed {}; replay with: SIM_SEED={} cargo test -p vigil-sim {} -- --exact --nocapture",
+                self.test, self.seed, self.seed, self.test
+            );
+        }
+    }
+}

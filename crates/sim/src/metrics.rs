@@ -143,6 +143,10 @@ pub struct Metrics {
     pub sim_events: u64,
     /// Times a node asked to be woken at an instant that had already passed, repeatedly.
     pub engine_spins: u64,
+    /// Per node: `Suspect` events about it, at any node, in any circumstances.
+    pub suspected: Vec<u32>,
+    /// Per node: `Dead` events about it, at any node, in any circumstances.
+    pub declared_dead: Vec<u32>,
 }
 
 impl Metrics {

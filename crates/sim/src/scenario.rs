@@ -201,14 +201,16 @@ impl Scenario {
         susp_max + probe_cycle + c.probe_interval * 20 + Duration::from_secs(5)
     }
 
-    fn build(&self, sim: &mut Sim) {
+    fn build(&self, sim: &mut Sim, report: &mut Report) {
+        let t = std::time::Instant::now(); // for the speed figure only
         sim.add_nodes(self.nodes);
         sim.bootstrap();
+        report.setup_wall = t.elapsed();
     }
 
     fn detect(&self, sim: &mut Sim, report: &mut Report) {
         let mut rng = self.rng();
-        self.build(sim);
+        self.build(sim, report);
         sim.run_for(self.warmup());
         let start = (sim.now(), sim.metrics().traffic);
         let fp_start = sim.metrics().false_positives.len();
@@ -259,7 +261,7 @@ impl Scenario {
         // Build on a clean network, then turn the loss on for the measured phase.
         let link = sim.network().default_link;
         sim.network_mut().default_link = Link { loss: 0.0, ..link };
-        self.build(sim);
+        self.build(sim, report);
         sim.run_for(self.warmup());
         sim.network_mut().default_link = link;
         if let Some(delay) = slow {
@@ -315,31 +317,59 @@ impl Scenario {
 
     fn refute(&self, sim: &mut Sim, report: &mut Report) {
         let c = self.gossip();
-        self.build(sim);
+        self.build(sim, report);
         sim.run_for(self.warmup());
         let start = (sim.now(), sim.metrics().traffic);
+        let fp_start = sim.metrics().false_positives.len();
         let victim = 0;
-        let freeze = c.probe_interval * 2;
+        let step = (c.probe_interval / 10).max(Duration::from_millis(1));
+        let settle = self.detect_limit();
+        report.trials = self.trials;
         for _ in 0..self.trials {
-            let before = sim.metrics().false_suspicions;
-            sim.freeze_for(victim, freeze);
-            sim.run_for(freeze + c.probe_interval * 20);
-            if sim.metrics().false_suspicions == before {
-                report
-                    .notes
-                    .push("the frozen node was not suspected this time".into());
+            // Freeze it until someone suspects it, then let it run: it must refute.
+            let suspected = sim.metrics().suspected[victim];
+            let dead = sim.metrics().declared_dead[victim];
+            let incarnation = sim.engine(victim).map_or(0, |e| e.incarnation());
+            sim.freeze(victim);
+            let deadline = sim.now() + settle;
+            let was_suspected = sim.run_until_cond(deadline, step, |s| {
+                s.metrics().suspected[victim] > suspected
+            });
+            sim.thaw(victim);
+            let name = crate::net::name_of(victim);
+            let deadline = sim.now() + settle;
+            let back = sim.run_until_cond(deadline, step, |s| {
+                s.running().all(|n| {
+                    n == victim
+                        || s.engine(n)
+                            .and_then(|e| e.member(&name))
+                            .is_some_and(|m| m.state == MemberState::Alive)
+                })
+            });
+            sim.run_for(c.probe_interval * 10);
+            let refuted = sim.engine(victim).map_or(0, |e| e.incarnation()) > incarnation;
+            if was_suspected && back && refuted && sim.metrics().declared_dead[victim] == dead {
+                report.refuted += 1;
+            } else {
+                report.notes.push(format!(
+                    "trial at {:.3} s: suspected {was_suspected}, alive everywhere again {back}, \
+                     refuted {refuted}, dead verdicts {}",
+                    sim.now().as_secs_f64(),
+                    sim.metrics().declared_dead[victim] - dead
+                ));
             }
         }
         report.refuted_incarnation = sim.engine(victim).map(|e| e.incarnation());
+        report.dead_about_victim = sim.metrics().declared_dead[victim] as usize;
         report.measured = sim.now() - start.0;
         report.traffic = sim.metrics().traffic - start.1;
-        report.false_positives = sim.metrics().false_positives.len();
+        report.false_positives = sim.metrics().false_positives.len() - fp_start;
         report.expected_deaths = sim.metrics().expected_deaths;
     }
 
     fn leave(&self, sim: &mut Sim, report: &mut Report) {
         let c = self.gossip();
-        self.build(sim);
+        self.build(sim, report);
         sim.run_for(self.warmup());
         let start = (sim.now(), sim.metrics().traffic);
         let step = (c.probe_interval / 5).max(Duration::from_millis(5));
@@ -348,7 +378,9 @@ impl Scenario {
         sim.leave(leaver, c.probe_interval * 10);
         let f = sim.metrics().failures.len() - 1;
         let deadline = sim.now() + self.detect_limit();
-        sim.run_until_cond(deadline, step, |s| s.metrics().failures[f].complete());
+        sim.run_until_cond(deadline, step, |s| {
+            s.metrics().failures[f].complete() && !s.status(leaver).is_running()
+        });
         sim.crash(crasher, self.process_crash);
         let f = sim.metrics().failures.len() - 1;
         let deadline = sim.now() + self.detect_limit();
@@ -362,35 +394,59 @@ impl Scenario {
 
     fn partition(&self, sim: &mut Sim, report: &mut Report) {
         let c = self.gossip();
-        self.build(sim);
+        let mut rng = self.rng();
+        self.build(sim, report);
         sim.run_for(self.warmup());
         let start = (sim.now(), sim.metrics().traffic);
-        let half: Vec<NodeId> = (0..self.nodes / 2).collect();
+        let n = self.nodes;
+        let half: Vec<NodeId> = (0..n / 2).collect();
+        let other: Vec<NodeId> = (n / 2..n).collect();
         sim.partition(&[&half]);
         sim.run_for(self.duration);
-        let split = (0..self.nodes).all(|i| {
-            sim.engine(i).is_some_and(|e| {
-                e.num_live()
-                    == if i < half.len() {
-                        half.len()
-                    } else {
-                        self.nodes - half.len()
-                    }
-            })
+        let split = (0..n).all(|i| {
+            let side = if i < half.len() {
+                half.len()
+            } else {
+                other.len()
+            };
+            sim.engine(i).is_some_and(|e| e.num_live() == side)
         });
         report.partition_split = Some(split);
+        let fp_during = sim.metrics().false_positives.len();
         sim.heal();
         let healed_at = sim.now();
-        let n = self.nodes;
-        let deadline = healed_at + self.detect_limit() + c.push_pull_interval * 10;
-        let healed = sim.run_until_cond(deadline, c.probe_interval, |s| {
+        let whole = |s: &Sim| {
             s.running()
                 .all(|i| s.engine(i).is_some_and(|e| e.num_live() == n))
-        });
-        report.converged = Some(healed.then(|| sim.now() - healed_at));
+        };
+        // Does it heal by itself (within the time a crash takes to be detected)?
+        let deadline = healed_at + self.detect_limit();
+        let healed = sim.run_until_cond(deadline, c.probe_interval, whole);
+        report.healed_by_itself = Some(healed);
+        if healed {
+            report.converged = Some(Some(sim.now() - healed_at));
+        } else {
+            // memberlist does not merge clusters that hold each other dead (Serf's reconnect
+            // does): join every node of the second half to one random node of the first.
+            for &b in &other {
+                let seed = *half.choose(&mut rng).expect("two halves");
+                sim.join(b, &[seed]);
+            }
+            let rejoined_at = sim.now();
+            let deadline = rejoined_at + self.detect_limit() + c.push_pull_interval * 4;
+            let ok = sim.run_until_cond(deadline, c.probe_interval, whole);
+            report.converged = Some(ok.then(|| sim.now() - rejoined_at));
+        }
         report.measured = sim.now() - start.0;
         report.traffic = sim.metrics().traffic - start.1;
-        report.false_positives = sim.metrics().false_positives.len();
+        report.false_positives = fp_during;
+        let after = sim.metrics().false_positives.len() - fp_during;
+        if after > 0 {
+            report.notes.push(format!(
+                "{after} dead verdicts after the heal (suspicions raised during the partition, \
+                 not counted as false positives)"
+            ));
+        }
         report.expected_deaths = sim.metrics().expected_deaths;
     }
 }
@@ -436,6 +492,15 @@ pub struct Report {
     pub partition_split: Option<bool>,
     /// The refuting node's incarnation at the end (`refute`).
     pub refuted_incarnation: Option<u32>,
+    /// Trials run (`refute`).
+    pub trials: usize,
+    /// Trials in which the frozen node was suspected, refuted with a higher incarnation and
+    /// was alive everywhere again, with no `Dead` verdict about it (`refute`).
+    pub refuted: usize,
+    /// `Dead` verdicts about the refuting node, whole run (`refute`).
+    pub dead_about_victim: usize,
+    /// Whether a partition healed without help (`partition`).
+    pub healed_by_itself: Option<bool>,
     /// Traffic in the measured phase.
     pub traffic: Traffic,
     /// Length of the measured phase.
@@ -444,6 +509,8 @@ pub struct Report {
     pub virtual_time: Duration,
     /// Wall-clock time of the whole run (bootstrap included).
     pub wall_time: Duration,
+    /// Wall-clock time spent creating and bootstrapping the nodes (part of `wall_time`).
+    pub setup_wall: Duration,
     /// Simulator events processed.
     pub sim_events: u64,
     /// Times the simulator had to nudge a node that asked to be woken in the past.
@@ -476,10 +543,15 @@ impl Report {
             converged: None,
             partition_split: None,
             refuted_incarnation: None,
+            trials: 0,
+            refuted: 0,
+            dead_about_victim: 0,
+            healed_by_itself: None,
             traffic: Traffic::default(),
             measured: Duration::ZERO,
             virtual_time: Duration::ZERO,
             wall_time: Duration::ZERO,
+            setup_wall: Duration::ZERO,
             sim_events: 0,
             engine_spins: 0,
             trace_hash: 0,
@@ -550,9 +622,10 @@ impl Report {
         x as f64 / self.nodes as f64 / secs
     }
 
-    /// Virtual seconds simulated per wall-clock second.
+    /// Virtual seconds simulated per wall-clock second, setup (bootstrap) excluded.
     pub fn speed(&self) -> f64 {
-        self.virtual_time.as_secs_f64() / self.wall_time.as_secs_f64().max(1e-9)
+        let wall = self.wall_time.saturating_sub(self.setup_wall);
+        self.virtual_time.as_secs_f64() / wall.as_secs_f64().max(1e-9)
     }
 }
 
@@ -632,7 +705,18 @@ impl fmt::Display for Report {
             )?;
         }
         if let Some(i) = self.refuted_incarnation {
-            writeln!(f, "refuting node incarnation {i}")?;
+            writeln!(
+                f,
+                "refutations             {} of {} freezes refuted, incarnation now {i}, {} dead verdicts about it",
+                self.refuted, self.trials, self.dead_about_victim
+            )?;
+        }
+        if let Some(h) = self.healed_by_itself {
+            writeln!(
+                f,
+                "healed by itself        {}",
+                if h { "yes" } else { "no (nodes re-joined)" }
+            )?;
         }
         writeln!(
             f,
@@ -667,9 +751,10 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "simulator               {:.1} virtual s in {:.1} wall s = {:.2}x real time ({} events)",
+            "simulator               {:.1} virtual s in {:.1} wall s (+{:.1} s setup) = {:.2}x real time ({} events)",
             self.virtual_time.as_secs_f64(),
-            self.wall_time.as_secs_f64(),
+            self.wall_time.saturating_sub(self.setup_wall).as_secs_f64(),
+            self.setup_wall.as_secs_f64(),
             self.speed(),
             self.sim_events
         )?;

@@ -191,6 +191,7 @@ pub struct Sim {
     net: Network,
     rng: ChaCha8Rng,
     pending_streams: HashSet<(NodeId, u32, u64)>,
+    names: vigil_gossip::NameCache,
     metrics: Metrics,
     trace: TraceHash,
     progress: Option<(u64, ProgressFn)>,
@@ -235,6 +236,7 @@ impl Sim {
             net,
             rng,
             pending_streams: HashSet::new(),
+            names: vigil_gossip::NameCache::default(),
             metrics: Metrics::default(),
             trace: TraceHash::default(),
             progress: None,
@@ -342,14 +344,17 @@ impl Sim {
             addr: net::addr_of(id),
             meta: Vec::new(),
         };
-        Membership::new(
+        let mut engine = Membership::new(
             self.config.gossip.clone(),
             self.config.framing.clone(),
             local,
             self.node_seed(id, life),
             self.instant(),
         )
-        .expect("a valid gossip configuration")
+        .expect("a valid gossip configuration");
+        // One copy of each member name for the whole simulation, not one per table.
+        engine.set_name_cache(self.names.clone());
+        engine
     }
 
     /// Adds a node that knows nobody yet (use [`bootstrap`](Self::bootstrap) or
@@ -372,6 +377,8 @@ impl Sim {
             spins: 0,
         });
         self.net.grow(self.nodes.len());
+        self.metrics.suspected.push(0);
+        self.metrics.declared_dead.push(0);
         self.drain(id);
         id
     }
@@ -441,7 +448,9 @@ impl Sim {
 
     fn observers(&self, except: NodeId) -> usize {
         (0..self.nodes.len())
-            .filter(|&i| i != except && self.nodes[i].status.is_running())
+            .filter(|&i| {
+                i != except && matches!(self.nodes[i].status, NodeStatus::Up | NodeStatus::Frozen)
+            })
             .count()
     }
 
@@ -809,7 +818,7 @@ impl Sim {
         if self.net.partitioned(from, dialer) {
             return; // the dialer times out
         }
-        let at = self.now + self.delay(from, dialer);
+        let at = self.now + self.delay(from, dialer) + self.tcp_retransmits(from, dialer, false);
         let input = match r {
             IncomingStream::Reply(bytes) => {
                 self.metrics.traffic.stream_bytes += bytes.len() as u64;
@@ -850,6 +859,32 @@ impl Sim {
             } else {
                 0
             }
+    }
+
+    /// Extra delay of one TCP leg over a lossy link: every lost segment waits for a
+    /// retransmission timeout, doubling each time (Linux: 1 s for a SYN or SYN-ACK, 200 ms
+    /// minimum for data). `handshake` adds the connection setup (SYN, SYN-ACK).
+    fn tcp_retransmits(&mut self, a: NodeId, b: NodeId, handshake: bool) -> u64 {
+        let loss = self.net.link(a, b).loss;
+        if loss <= 0.0 {
+            return 0;
+        }
+        let mut extra = 0;
+        let mut lost = |rng: &mut ChaCha8Rng, mut rto: u64| {
+            for _ in 0..6 {
+                if rng.r#gen::<f64>() >= loss {
+                    break;
+                }
+                extra += rto;
+                rto *= 2;
+            }
+        };
+        if handshake {
+            lost(&mut self.rng, 1_000_000_000);
+            lost(&mut self.rng, 1_000_000_000);
+        }
+        lost(&mut self.rng, 200_000_000);
+        extra
     }
 
     /// Collects a node's output: datagrams, streams, events; reschedules its wake-up.
@@ -996,7 +1031,7 @@ impl Sim {
         if self.net.partitioned(from, to) {
             return;
         }
-        let at = self.now + self.delay(from, to);
+        let at = self.now + self.delay(from, to) + self.tcp_retransmits(from, to, true);
         self.schedule(
             at,
             Kind::Deliver {
@@ -1041,6 +1076,13 @@ impl Sim {
             eprintln!("{:>12.6} node-{by:05} {ev:?}", self.now().as_secs_f64());
         }
         let target = about.and_then(|m| net::node_named(&m.name));
+        if let Some(t) = target.filter(|&t| t < self.nodes.len()) {
+            match ev {
+                Event::Suspect { .. } => self.metrics.suspected[t] += 1,
+                Event::Dead(_) => self.metrics.declared_dead[t] += 1,
+                _ => {}
+            }
+        }
         match (&ev, target) {
             (Event::Dead(_), Some(t)) => self.on_dead(by, t, now, true),
             (Event::Left(_), Some(t)) => self.on_dead(by, t, now, false),
