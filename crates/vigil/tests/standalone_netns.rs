@@ -117,6 +117,33 @@ fn the_vip_moves_when_its_owner_dies() {
 }
 
 #[test]
+fn a_stopped_owner_leaves_and_its_vip_moves() {
+    if !root_or_skip("a_stopped_owner_leaves_and_its_vip_moves") {
+        return;
+    }
+    let (mut lab, owner) = converged("");
+    let survivors = others(&lab, &owner);
+    let next = expected_owner(&survivors);
+    assert!(
+        lab.terminate(&owner),
+        "SIGTERM did not stop {owner} cleanly\n{}",
+        lab.logs()
+    );
+    let mac = lab.mac(&next);
+    lab.wait_for("the next owner alone to answer ARP", GENEROUS, || {
+        lab.arp_answers() == [mac.clone()]
+    });
+    // The others saw a leave, not a failure.
+    for host in &survivors {
+        lab.wait_for("a member_left event", GENEROUS, || {
+            lab.log(host)
+                .lines()
+                .any(|l| l.contains("\"event\":\"member_left\"") && l.contains(&owner))
+        });
+    }
+}
+
+#[test]
 fn the_vip_moves_when_the_owners_health_check_fails_and_comes_back() {
     if !root_or_skip("the_vip_moves_when_the_owners_health_check_fails_and_comes_back") {
         return;

@@ -239,6 +239,26 @@ impl Cluster {
         }
     }
 
+    /// Stops `host`'s speaker with SIGTERM and waits (bounded) for it to exit; SIGKILL if it
+    /// does not. Returns whether it exited by itself, successfully.
+    pub(crate) fn terminate(&mut self, host: &str) -> bool {
+        let h = self.hosts.iter_mut().find(|h| h.name == host).unwrap();
+        let Some(mut child) = h.child.take() else {
+            return false;
+        };
+        run(&["kill", "-TERM", &child.id().to_string()]);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(15) {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
     /// `host`'s status document, from `vigil status --json` run in its namespace.
     pub(crate) fn status(&self, host: &str) -> Option<Value> {
         let out = Command::new("ip")
