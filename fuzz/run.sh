@@ -21,7 +21,7 @@ fi
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-    targets=(wire_decode wire_roundtrip)
+    targets=(wire_decode wire_roundtrip membership_ops)
 fi
 toolchain="${FUZZ_TOOLCHAIN:-nightly}"
 
