@@ -24,7 +24,7 @@ use vigil_lb::NodeMeta;
 
 /// How often the configuration file is looked at for changes.
 const FILE_POLL: Duration = Duration::from_secs(1);
-/// Retry interval for the first join.
+/// First retry interval while no seed has answered; it doubles up to [`REJOIN_INTERVAL`].
 const JOIN_RETRY: Duration = Duration::from_secs(1);
 /// How often seeds that are not live members are joined again, to heal partitions.
 const REJOIN_INTERVAL: Duration = Duration::from_secs(30);
@@ -533,6 +533,7 @@ async fn join_loop(
 ) {
     let mut first_join = Some(first_join);
     let mut joined = false;
+    let mut retry = JOIN_RETRY;
     loop {
         let list = seeds.borrow_and_update().clone();
         let port = gossip.local_addr().port();
@@ -573,6 +574,7 @@ async fn join_loop(
                     warn!(
                         event = "join_failed",
                         asked = targets.len(),
+                        retry_in = ?retry,
                         "no seed answered; retrying"
                     );
                 }
@@ -583,7 +585,13 @@ async fn join_loop(
         if let Some(tx) = first_join.take() {
             let _ = tx.send(());
         }
-        let wait = if joined { REJOIN_INTERVAL } else { JOIN_RETRY };
+        let wait = if joined {
+            REJOIN_INTERVAL
+        } else {
+            let wait = retry;
+            retry = (retry * 2).min(REJOIN_INTERVAL);
+            wait
+        };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             changed = seeds.changed() => if changed.is_err() { return },
