@@ -93,7 +93,8 @@ def start_cluster(kind):
         port = 20000 + i
         name = f"{kind[0]}{i:03d}"
         if kind == "vigil":
-            argv = [VIGIL_BIN, "agent", "--name", name, "--bind", f"{ip}:{port}", "--profile", "lan"]
+            argv = [VIGIL_BIN] + (["agent"] if os.path.basename(VIGIL_BIN) == "vigil" else [])
+            argv += ["--name", name, "--bind", f"{ip}:{port}", "--profile", "lan"]
             if i:
                 argv += ["--seed", seed]
         else:

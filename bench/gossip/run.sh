@@ -13,19 +13,23 @@ window=${2:-30}
 command -v nft >/dev/null || { echo "bench/gossip/run.sh: needs nft (apt-get install nftables)" >&2; exit 1; }
 bash conformance/build.sh >/dev/null
 gopeer="$(pwd)/conformance/.build/bin/vigil-gopeer"
-# The agent is built as it would ship as a small daemon: release with opt-level "s", fat LTO
-# and one codegen unit (its resident size is mostly mapped code, so code size is memory).
-# VIGIL_BENCH_PLAIN_RELEASE=1 measures the workspace's plain release profile instead.
+# The agent is `vigil-agent` (the same code as `vigil agent`, linking only the agent), built
+# as it would ship as a small daemon: release with opt-level "s", fat LTO and one codegen unit
+# (its resident size is mostly mapped code, so code size is memory).
+#   VIGIL_BENCH_BIN=vigil         run `vigil agent` from the full multi-command binary instead
+#   VIGIL_BENCH_PLAIN_RELEASE=1   use the workspace's plain release profile
+bin_name="vigil-agent"
+[ "${VIGIL_BENCH_BIN:-}" = vigil ] && bin_name="vigil"
 target="${CARGO_TARGET_DIR:-$(pwd)/target}/bench-gossip"
 if [ "${VIGIL_BENCH_PLAIN_RELEASE:-0}" = 1 ]; then
-    build="release"
-    CARGO_TARGET_DIR="$target/plain" cargo build -q --release -p vigil
-    vigil="$target/plain/release/vigil"
+    build="$bin_name, release"
+    CARGO_TARGET_DIR="$target/plain" cargo build -q --release -p vigil --bin "$bin_name"
+    vigil="$target/plain/release/$bin_name"
 else
-    build="release, opt-level s, fat LTO, 1 codegen unit"
+    build="$bin_name, release with opt-level s, fat LTO, 1 codegen unit"
     CARGO_PROFILE_RELEASE_OPT_LEVEL=s CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-        CARGO_TARGET_DIR="$target/small" cargo build -q --release -p vigil
-    vigil="$target/small/release/vigil"
+        CARGO_TARGET_DIR="$target/small" cargo build -q --release -p vigil --bin "$bin_name"
+    vigil="$target/small/release/$bin_name"
 fi
 echo "vigil build: $build"
 exec python3 bench/gossip/bench.py "$vigil" "$gopeer" "$nodes" "$window"
