@@ -112,7 +112,19 @@ impl Cluster {
             lab.plug(&name, &format!("198.18.0.{}/24", 10 + i));
             lab.hosts.push(Host { name, child: None });
         }
+        // Encrypted, labelled gossip, with a key from `vigil keygen` shared by every host.
+        run(&[
+            VIGIL,
+            "keygen",
+            "--out",
+            &lab.keyring_path().display().to_string(),
+        ]);
         lab
+    }
+
+    /// The cluster's keyring file.
+    pub(crate) fn keyring_path(&self) -> PathBuf {
+        PathBuf::from(format!("/tmp/{}.keyring.json", self.prefix))
     }
 
     fn ns(&self, host: &str) -> String {
@@ -178,7 +190,7 @@ impl Cluster {
         let _ = write!(
             text,
             "node: {{name: {host}}}\n\
-             gossip: {{bind: \"198.18.0.{}:7946\", seeds: [{}]}}\n\
+             gossip: {{bind: \"198.18.0.{}:7946\", seeds: [{}], keyring_file: {}, label: lab}}\n\
              interfaces: {{include: [eth0]}}\n\
              http: {{listen: \"127.0.0.1:7472\"}}\n\
              election: {{{election}}}\n\
@@ -188,6 +200,7 @@ impl Cluster {
                health_check: {{command: [/bin/sh, -c, \"test ! -e {}\"], interval: 100ms}}\n{extra_services}",
             10 + index,
             seeds.join(", "),
+            self.keyring_path().display(),
             self.down_flag(host).display()
         );
         text
@@ -450,6 +463,7 @@ impl Drop for Cluster {
                 .stderr(Stdio::null())
                 .status();
         }
+        let _ = std::fs::remove_file(self.keyring_path());
         for h in &self.hosts {
             for path in [
                 self.config_path(&h.name),
