@@ -44,6 +44,24 @@ fn vigil_joins_a_go_cluster() {
     );
 }
 
+/// An agent started before its seed keeps trying (`--retry-join`) and gets in.
+#[test]
+fn agent_retries_a_join_until_the_seed_is_up() {
+    let Some(bin) = gopeer_bin() else { return };
+    // Reserve a port for the seed, then free it so the agent's first tries are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let seed: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut v1 = vigil("v1", LO_ANY, &[seed], &["--retry-join", "300ms"]);
+    v1.wait_event("joined", WAIT, |e| e["n"] == 0);
+    let mut g1 = go(&bin, "g1", LO, port, &[], &[]);
+    v1.wait_event("joined", WAIT, |e| e["n"] == 1);
+    wait_converged(&mut [&mut g1, &mut v1], &["g1", "v1"], WAIT);
+}
+
 #[test]
 fn go_joins_a_vigil_cluster() {
     let Some(bin) = gopeer_bin() else { return };

@@ -40,7 +40,7 @@ use vigil_gossip_net::{Event, Memberlist, Options, parse_key, read_keyring_file}
 ///
 /// Settings come from flags, or from a TOML file (--config) with the same names
 /// (name, bind, advertise, seeds, profile, keyring_file, keys, label, admin, meta,
-/// leave_timeout); flags win.
+/// leave_timeout, retry_join); flags win.
 #[derive(Debug, Parser)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -91,6 +91,10 @@ pub struct Args {
     /// How long a graceful leave may take on SIGTERM or SIGINT.
     #[arg(long, value_parser = parse_duration)]
     pub leave_timeout: Option<Duration>,
+
+    /// If no seed answers, try again after this long, until one does (default: one try).
+    #[arg(long, value_parser = parse_duration)]
+    pub retry_join: Option<Duration>,
 }
 
 /// The config file: the same settings as the flags.
@@ -110,6 +114,7 @@ struct FileConfig {
     admin: Option<SocketAddr>,
     meta: Option<String>,
     leave_timeout: Option<String>,
+    retry_join: Option<String>,
 }
 
 /// Settings after merging the file and the flags.
@@ -118,6 +123,7 @@ struct Settings {
     seeds: Vec<String>,
     admin: Option<SocketAddr>,
     leave_timeout: Duration,
+    retry_join: Option<Duration>,
 }
 
 fn settings(args: Args) -> Result<Settings, String> {
@@ -183,6 +189,14 @@ fn settings(args: Args) -> Result<Settings, String> {
         (None, Some(s)) => parse_duration(&s).map_err(|e| format!("config file: {e}"))?,
         (None, None) => Duration::from_secs(5),
     };
+    let retry_join = match (args.retry_join, file.retry_join) {
+        (Some(d), _) => Some(d),
+        (None, Some(s)) => Some(parse_duration(&s).map_err(|e| format!("config file: {e}"))?),
+        (None, None) => None,
+    };
+    if retry_join.is_some_and(|d| d.is_zero()) {
+        return Err("--retry-join must be greater than zero".into());
+    }
     let seeds = if args.seeds.is_empty() {
         file.seeds
     } else {
@@ -193,6 +207,7 @@ fn settings(args: Args) -> Result<Settings, String> {
         seeds,
         admin: args.admin.or(file.admin),
         leave_timeout,
+        retry_join,
     })
 }
 
@@ -269,10 +284,15 @@ async fn agent(s: Settings) -> Result<(), String> {
     if !s.seeds.is_empty() {
         let ml = ml.clone();
         let seeds = s.seeds.clone();
+        let retry = s.retry_join;
         tokio::spawn(async move {
-            match ml.join(&seeds).await {
-                Ok(n) => emit("joined", json!({ "n": n })),
-                Err(e) => emit("joined", json!({ "n": 0, "error": e.to_string() })),
+            loop {
+                match ml.join(&seeds).await {
+                    Ok(n) => return emit("joined", json!({ "n": n })),
+                    Err(e) => emit("joined", json!({ "n": 0, "error": e.to_string() })),
+                }
+                let Some(after) = retry else { return };
+                tokio::time::sleep(after).await;
             }
         });
     }
