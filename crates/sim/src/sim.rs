@@ -426,10 +426,12 @@ impl Sim {
             for (k, a) in alives.iter().enumerate() {
                 if up[k] != i {
                     e.add_member(now, a);
+                    // Bootstrap events (one Join per member) are not part of the story; take
+                    // them one by one so the engine's event queue never grows to n entries
+                    // (a VecDeque keeps its capacity: n events per node is n^2 memory).
+                    while e.poll_event().is_some() {}
                 }
             }
-            // Bootstrap events (one Join per member) are not part of the story.
-            while e.poll_event().is_some() {}
             self.drain(i);
         }
     }
