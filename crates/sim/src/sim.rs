@@ -83,6 +83,8 @@ pub struct Progress {
     pub events: u64,
     /// Events waiting in the queue.
     pub queued: usize,
+    /// While bootstrapping: nodes done, of how many.
+    pub bootstrap: Option<(usize, usize)>,
 }
 
 #[derive(Debug)]
@@ -421,7 +423,18 @@ impl Sim {
             })
             .collect();
         let now = self.instant();
-        for &i in &up {
+        for (done, &i) in up.iter().enumerate() {
+            let (now_v, events) = (self.now(), self.metrics.sim_events);
+            if let Some((_, f)) = &mut self.progress
+                && done % 64 == 0
+            {
+                f(Progress {
+                    now: now_v,
+                    events,
+                    queued: self.queue.len(),
+                    bootstrap: Some((done, up.len())),
+                });
+            }
             let e = self.nodes[i].engine.as_mut().expect("running");
             for (k, a) in alives.iter().enumerate() {
                 if up[k] != i {
@@ -594,6 +607,7 @@ impl Sim {
                     now: Duration::from_nanos(self.now),
                     events: self.metrics.sim_events,
                     queued: self.queue.len(),
+                    bootstrap: None,
                 });
             }
             self.dispatch(item.kind);

@@ -161,6 +161,13 @@ pub fn run(args: Args) -> ExitCode {
             }
             last = now;
             let wall = now.duration_since(started).as_secs_f64();
+            if let Some((done, of)) = p.bootstrap {
+                eprint!(
+                    "\r[sim] bootstrapping: {done} of {of} nodes told about every other, wall {wall:.0} s   "
+                );
+                let _ = std::io::stderr().flush();
+                return;
+            }
             eprint!(
                 "\r[sim] virtual {:.1} s, wall {:.0} s, {:.2}x real time, {} M events, {} queued   ",
                 p.now.as_secs_f64(),
