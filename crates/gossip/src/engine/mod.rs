@@ -1620,7 +1620,9 @@ impl Membership {
             msg.len() + compound::HEADER_OVERHEAD + packet::overhead(&self.framing),
         );
         let extra = self.take_broadcasts(to, compound::PART_OVERHEAD, budget);
-        let crc = self.crc_for(to);
+        // Like Go, probes and their answers go without a CRC (Go only finds the peer, and so
+        // adds one, when node names are IP addresses); gossip to known members carries one.
+        let crc = false;
         if extra.is_empty() {
             self.send_raw(to, &msg, crc);
         } else {
@@ -1654,18 +1656,6 @@ impl Membership {
             }
             Err(_) => unreachable!("parts are small and batches bounded"),
         }
-    }
-
-    fn crc_for(&self, to: SocketAddr) -> bool {
-        // Go only finds the peer when node names are IPs; we look it up by address, and only
-        // among few members to keep sends cheap.
-        self.members.len() <= 64
-            && self
-                .members
-                .list
-                .iter()
-                .skip(1)
-                .any(|m| m.addr() == to && m.pmax() >= 5)
     }
 
     fn send_raw(&mut self, to: SocketAddr, payload: &[u8], crc: bool) {
