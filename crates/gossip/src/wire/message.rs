@@ -312,6 +312,27 @@ fn nonempty(b: &[u8]) -> usize {
     usize::from(!b.is_empty())
 }
 
+/// The optional reply-to fields of `ping` and `indirectPingReq` (all `omitempty`), which sort
+/// next to each other in both.
+fn source_fields(addr: &[u8], node: &str, port: u16) -> usize {
+    nonempty(addr) + nonempty(node.as_bytes()) + usize::from(port != 0)
+}
+
+fn encode_source(out: &mut Vec<u8>, addr: &[u8], node: &str, port: u16) {
+    if !addr.is_empty() {
+        msgpack::write_key(out, "SourceAddr");
+        msgpack::write_raw(out, addr);
+    }
+    if !node.is_empty() {
+        msgpack::write_key(out, "SourceNode");
+        msgpack::write_raw(out, node.as_bytes());
+    }
+    if port != 0 {
+        msgpack::write_key(out, "SourcePort");
+        msgpack::write_uint(out, port.into());
+    }
+}
+
 // ---- per-struct bodies ---------------------------------------------------------------------
 
 impl Ping {
@@ -319,27 +340,13 @@ impl Ping {
         &["SeqNo", "Node", "SourceAddr", "SourcePort", "SourceNode"];
 
     fn encode_body(&self, out: &mut Vec<u8>) {
-        let n = 2
-            + nonempty(&self.source_addr)
-            + nonempty(self.source_node.as_bytes())
-            + usize::from(self.source_port != 0);
+        let n = 2 + source_fields(&self.source_addr, &self.source_node, self.source_port);
         msgpack::write_map_len(out, n);
         msgpack::write_key(out, "Node");
         msgpack::write_raw(out, self.node.as_bytes());
         msgpack::write_key(out, "SeqNo");
         msgpack::write_uint(out, self.seq_no.into());
-        if !self.source_addr.is_empty() {
-            msgpack::write_key(out, "SourceAddr");
-            msgpack::write_raw(out, &self.source_addr);
-        }
-        if !self.source_node.is_empty() {
-            msgpack::write_key(out, "SourceNode");
-            msgpack::write_raw(out, self.source_node.as_bytes());
-        }
-        if self.source_port != 0 {
-            msgpack::write_key(out, "SourcePort");
-            msgpack::write_uint(out, self.source_port.into());
-        }
+        encode_source(out, &self.source_addr, &self.source_node, self.source_port);
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -372,10 +379,7 @@ impl IndirectPing {
     ];
 
     fn encode_body(&self, out: &mut Vec<u8>) {
-        let n = 5
-            + nonempty(&self.source_addr)
-            + nonempty(self.source_node.as_bytes())
-            + usize::from(self.source_port != 0);
+        let n = 5 + source_fields(&self.source_addr, &self.source_node, self.source_port);
         msgpack::write_map_len(out, n);
         msgpack::write_key(out, "Nack");
         msgpack::write_bool(out, self.nack);
@@ -385,18 +389,7 @@ impl IndirectPing {
         msgpack::write_uint(out, self.port.into());
         msgpack::write_key(out, "SeqNo");
         msgpack::write_uint(out, self.seq_no.into());
-        if !self.source_addr.is_empty() {
-            msgpack::write_key(out, "SourceAddr");
-            msgpack::write_raw(out, &self.source_addr);
-        }
-        if !self.source_node.is_empty() {
-            msgpack::write_key(out, "SourceNode");
-            msgpack::write_raw(out, self.source_node.as_bytes());
-        }
-        if self.source_port != 0 {
-            msgpack::write_key(out, "SourcePort");
-            msgpack::write_uint(out, self.source_port.into());
-        }
+        encode_source(out, &self.source_addr, &self.source_node, self.source_port);
         msgpack::write_key(out, "Target");
         msgpack::write_opt_raw(out, self.target.as_deref());
     }
