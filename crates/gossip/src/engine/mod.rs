@@ -557,7 +557,13 @@ impl Membership {
 
     /// The next event.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let event = self.events.pop_front();
+        if event.is_none() && self.events.capacity() > 1024 {
+            // A join into a big cluster queues one event per member; do not keep that much
+            // room around for ever (simulators hold thousands of engines).
+            self.events.shrink_to(64);
+        }
+        event
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
