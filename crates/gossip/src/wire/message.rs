@@ -447,15 +447,10 @@ impl Nack {
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut m = Self::default();
-        r.read_struct(&["SeqNo"], |key, r| {
-            if key != b"SeqNo" {
-                return Ok(false);
-            }
-            m.seq_no = r.u32()?;
-            Ok(true)
-        })?;
-        Ok(m)
+        let seq_no = r
+            .read_single_field("SeqNo", Reader::u32)?
+            .unwrap_or_default();
+        Ok(Self { seq_no })
     }
 }
 
@@ -467,15 +462,10 @@ impl ErrResp {
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut m = Self::default();
-        r.read_struct(&["Error"], |key, r| {
-            if key != b"Error" {
-                return Ok(false);
-            }
-            m.error = r.string()?;
-            Ok(true)
-        })?;
-        Ok(m)
+        let error = r
+            .read_single_field("Error", Reader::string)?
+            .unwrap_or_default();
+        Ok(Self { error })
     }
 }
 
@@ -636,15 +626,10 @@ impl UserMsgHeader {
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut m = Self::default();
-        r.read_struct(&["UserMsgLen"], |key, r| {
-            if key != b"UserMsgLen" {
-                return Ok(false);
-            }
-            m.user_msg_len = r.int()?;
-            Ok(true)
-        })?;
-        Ok(m)
+        let user_msg_len = r
+            .read_single_field("UserMsgLen", Reader::int)?
+            .unwrap_or_default();
+        Ok(Self { user_msg_len })
     }
 }
 

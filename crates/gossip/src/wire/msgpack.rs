@@ -366,6 +366,24 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Reads a one-field struct (`nackResp`, `errResp`, `userMsgHeader`); `None` when the field
+    /// is absent, as Go leaves it zero.
+    pub(crate) fn read_single_field<T>(
+        &mut self,
+        name: &'static str,
+        mut read: impl FnMut(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, DecodeError> {
+        let mut value = None;
+        self.read_struct(&[name], |key, r| {
+            if key != name.as_bytes() {
+                return Ok(false);
+            }
+            value = Some(read(r)?);
+            Ok(true)
+        })?;
+        Ok(value)
+    }
+
     /// Reads a struct written by Go: a map keyed by field name, or an array in declaration
     /// order. `field` is called with each field name and must consume the value of the fields it
     /// knows (returning `true`); unknown fields are skipped.
