@@ -27,6 +27,7 @@ pub enum Command {
     Agent(cmd::agent::Args),
     /// Run a gossip scenario on the deterministic simulator (thousands of nodes, virtual
     /// time) and print detection latency, false positives, traffic and simulator speed.
+    #[command(long_about = cmd::sim::LONG_ABOUT)]
     Sim(cmd::sim::Args),
     /// Run the speaker from a YAML file (no Kubernetes): gossip, elect an owner per VIP as
     /// MetalLB does, answer ARP/NDP for the VIPs this node owns.

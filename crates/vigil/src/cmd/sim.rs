@@ -9,31 +9,35 @@ use std::time::Instant;
 use vigil_gossip::Profile;
 use vigil_sim::{Link, Progress, Scenario, ScenarioKind};
 
-/// Run a gossip scenario on the deterministic simulator.
-///
-/// Every node is a real `Membership` engine exchanging real memberlist wire bytes over a
-/// simulated network, on a virtual clock: a run is a pure function of its flags and seed.
-///
-/// Scenarios:
-///   detect           crash one node at a time (the host vanishes); time until the first and
-///                    every live node declares it dead; restart it; repeat --trials times
-///   false-positives  a healthy cluster on lossy links (--loss) for --duration; count dead
-///                    verdicts about live nodes
-///   join             nodes join one by one through random earlier nodes; time to converge
-///   refute           a node freezes for two probe intervals --trials times; it must refute
-///   leave            one node leaves cleanly, then another crashes
-///   partition        the cluster splits in two for --duration, then heals
-///   slow             like false-positives, with node 0 processing every input late
-///                    (--slow-delay)
-///
-/// Detection latency counts from the crash instant to each live node's Dead event: "first"
-/// is one sample per crash (the first node to declare), "all" one sample per (crash, node).
-/// A false positive is a Dead verdict about a node that was up, not frozen and not
-/// partitioned from the declarer. Traffic is counted at the sender, lost datagrams included,
-/// over the measured phase (after bootstrap and warm-up). Big clusters start fully meshed
-/// (every node told about every other) instead of simulating the join, except in `join`.
+/// The long help of `vigil sim`: what each scenario does and what the figures mean.
+pub const LONG_ABOUT: &str = "Run a gossip scenario on the deterministic simulator.
+
+Every node is a real `Membership` engine exchanging real memberlist wire bytes over a
+simulated network, on a virtual clock: a run is a pure function of its flags and seed.
+
+Scenarios:
+  detect           crash one node at a time (the host vanishes); time until the first and
+                   every live node declares it dead; restart it; repeat --trials times
+  false-positives  a healthy cluster on lossy links (--loss) for --duration; count dead
+                   verdicts about live nodes
+  join             nodes join one by one through random earlier nodes; time to converge
+  refute           a node freezes until someone suspects it, then thaws; it must refute
+                   with a higher incarnation and never be declared dead (--trials times)
+  leave            one node leaves cleanly, then another crashes
+  partition        the cluster splits in two for --duration, then heals; if it does not
+                   become whole by itself, the second half re-joins the first
+  slow             like false-positives, with node 0 processing every input late
+                   (--slow-delay)
+
+Detection latency counts from the crash instant to each live node's Dead event: \"first\"
+is one sample per crash (the first node to declare), \"all\" one sample per (crash, node).
+A false positive is a Dead verdict about a node that was up, not frozen and not
+partitioned from the declarer. Traffic is counted at the sender, lost datagrams included,
+over the measured phase (after bootstrap and warm-up). Big clusters start fully meshed
+(every node told about every other) instead of simulating the join, except in `join`.";
+
+/// `vigil sim` flags (see [`LONG_ABOUT`]).
 #[derive(Debug, Parser)]
-#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Scenario: detect, false-positives, join, refute, leave, partition, slow.
     #[arg(value_parser = parse_scenario)]
