@@ -3,8 +3,8 @@
 //! error queue, together with the datagram's original destination. A destination whose port
 //! is unreachable has no process listening: strong evidence for the engine.
 //!
-//! The queue is read with `recvmsg(MSG_ERRQUEUE)` through nix's safe wrapper (this crate has
-//! no `unsafe`). While errors are queued, the next `recv_from` or `send_to` on the socket
+//! The queue is read with `recvmsg(MSG_ERRQUEUE)` through nix's safe wrapper (all raw FFI stays
+//! inside nix). While errors are queued, the next `recv_from` or `send_to` on the socket
 //! fails with the pending error, which is the driver's cue to read the queue.
 
 use nix::errno::Errno;
