@@ -5,9 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+use vigil_netlab::{Bridge, poll, run};
+
+pub(crate) use vigil_netlab::root_or_skip;
 
 pub(crate) const CLIENT4: &str = "198.18.0.1";
 pub(crate) const CLIENT6: &str = "2001:db8::1";
@@ -16,44 +18,6 @@ pub(crate) const VIP6: &str = "2001:db8::100";
 
 pub(crate) const ANNOUNCE: &str = env!("CARGO_BIN_EXE_vigil-l2-announce");
 pub(crate) const CLIENT: &str = env!("CARGO_BIN_EXE_vigil-l2-client");
-
-/// Whether this test may run: root, and `ip netns` works. Without root it fails when
-/// `VIGIL_REQUIRE_ROOT=1` (CI), and otherwise prints a skip line and says no.
-pub(crate) fn root_or_skip(test: &str) -> bool {
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
-        })
-        .unwrap_or_default();
-    if uid == "0" {
-        return true;
-    }
-    assert!(
-        std::env::var("VIGIL_REQUIRE_ROOT").as_deref() != Ok("1"),
-        "{test}: needs root (VIGIL_REQUIRE_ROOT=1)"
-    );
-    eprintln!("skipping {test}: needs root for network namespaces");
-    false
-}
-
-fn run(args: &[&str]) -> Output {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-static NEXT_LAB: AtomicU32 = AtomicU32::new(0);
 
 /// A running announcer.
 pub(crate) struct Speaker {
@@ -64,40 +28,22 @@ pub(crate) struct Speaker {
 }
 
 pub(crate) struct Lab {
-    prefix: String,
-    namespaces: Vec<String>,
     children: Vec<Child>,
     files: Vec<String>,
+    /// Dropped last, after `Drop for Lab` has killed the processes: deletes the namespaces.
+    net: Bridge,
 }
 
 impl Lab {
     /// A bridge, a client `c` with 198.18.0.1/24 and 2001:db8::1/64 on eth0, and `hosts`
     /// with eth0 plugged into the bridge (no addresses: the VIPs are all they announce).
     pub(crate) fn new(hosts: &[&str]) -> Self {
-        let prefix = format!(
-            "vgl2-{}-{}",
-            std::process::id(),
-            NEXT_LAB.fetch_add(1, Ordering::Relaxed)
-        );
         let mut lab = Self {
-            prefix,
-            namespaces: Vec::new(),
             children: Vec::new(),
             files: Vec::new(),
+            net: Bridge::new("vgl2"),
         };
-        let br = lab.add_namespace("br");
-        run(&["ip", "-n", &br, "link", "add", "br0", "type", "bridge"]);
-        run(&["ip", "-n", &br, "link", "set", "br0", "up"]);
-        // Where br_netfilter is loaded, the bridge would run IPv6 frames through ip6tables and
-        // drop the malformed ones before they reach the hosts; a real switch does not.
-        for table in ["arptables", "iptables", "ip6tables"] {
-            let _ = Command::new("ip")
-                .args(["netns", "exec", &br, "sysctl", "-qw"])
-                .arg(format!("net.bridge.bridge-nf-call-{table}=0"))
-                .stderr(Stdio::null())
-                .status();
-        }
-        let c = lab.add_namespace("c");
+        let c = lab.net.add_namespace("c");
         lab.plug("c", "eth0");
         run(&[
             "ip",
@@ -121,42 +67,24 @@ impl Lab {
             "nodad",
         ]);
         for host in hosts {
-            lab.add_namespace(host);
+            lab.net.add_namespace(host);
             lab.plug(host, "eth0");
         }
         lab
     }
 
     pub(crate) fn ns(&self, name: &str) -> String {
-        format!("{}-{name}", self.prefix)
-    }
-
-    fn add_namespace(&mut self, name: &str) -> String {
-        let ns = self.ns(name);
-        run(&["ip", "netns", "add", &ns]);
-        self.namespaces.push(ns.clone());
-        run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-        ns
+        self.net.ns(name)
     }
 
     /// Plugs a new interface `iface` of `host` into the bridge and brings both ends up.
     pub(crate) fn plug(&self, host: &str, iface: &str) {
-        let (ns, br) = (self.ns(host), self.ns("br"));
-        let port = format!("p-{host}-{iface}");
-        run(&[
-            "ip", "link", "add", iface, "netns", &ns, "type", "veth", "peer", "name", &port,
-            "netns", &br,
-        ]);
-        run(&["ip", "-n", &br, "link", "set", &port, "master", "br0", "up"]);
-        run(&["ip", "-n", &ns, "link", "set", iface, "up"]);
+        self.net.plug(host, iface);
     }
 
     /// Runs `ip` inside a host's namespace.
     pub(crate) fn ip(&self, host: &str, args: &[&str]) -> String {
-        let ns = self.ns(host);
-        let mut full = vec!["ip", "-n", ns.as_str()];
-        full.extend_from_slice(args);
-        String::from_utf8_lossy(&run(&full).stdout).into_owned()
+        self.net.ip(host, args)
     }
 
     /// Sets a sysctl inside a host's namespace.
@@ -166,14 +94,12 @@ impl Lab {
     }
 
     pub(crate) fn mac(&self, host: &str, iface: &str) -> String {
-        let out = self.ip(host, &["-o", "link", "show", iface]);
-        let after = out.split("link/ether ").nth(1).expect("an Ethernet link");
-        after.split_whitespace().next().unwrap().to_string()
+        self.net.mac(host, iface)
     }
 
     /// Starts an announcer in `host` and waits until its sockets are open.
     pub(crate) fn speaker(&mut self, host: &str, args: &[&str]) -> Speaker {
-        let stats_file = format!("/tmp/{}-{host}.stats", self.prefix);
+        let stats_file = format!("/tmp/{}-{host}.stats", self.net.prefix());
         self.files.push(stats_file.clone());
         let ns = self.ns(host);
         let mut child = Command::new("ip")
@@ -254,12 +180,6 @@ impl Drop for Lab {
             let _ = child.kill();
             let _ = child.wait();
         }
-        for ns in self.namespaces.iter().rev() {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(Stdio::null())
-                .status();
-        }
         for file in &self.files {
             let _ = std::fs::remove_file(file);
         }
@@ -292,12 +212,9 @@ impl Speaker {
 
 /// Polls `check` every 50 ms until it holds; panics after `limit` (a bound, not a timing
 /// assertion: the limit is generous).
-pub(crate) fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+pub(crate) fn wait_for(what: &str, limit: Duration, check: impl FnMut() -> bool) {
+    let held = poll(limit, Duration::from_millis(50), check);
+    assert!(held, "timed out waiting for {what}");
 }
 
 /// Lines of one kind whose `key=value` words include all of `want`.

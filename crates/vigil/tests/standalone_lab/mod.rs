@@ -7,9 +7,11 @@
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use vigil_netlab::{Bridge, poll, run};
+
+pub(crate) use vigil_netlab::root_or_skip;
 
 pub(crate) const CLIENT4: &str = "198.18.0.1";
 pub(crate) const CLIENT6: &str = "2001:db8::1";
@@ -17,28 +19,6 @@ pub(crate) const VIP: &str = "198.18.0.100";
 /// The IPv6 VIP of the same service: announced from the same node.
 pub(crate) const VIP6: &str = "2001:db8::100";
 pub(crate) const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
-
-/// Whether this test may run: root. Without root it fails when `VIGIL_REQUIRE_ROOT=1` (CI),
-/// and otherwise prints a skip line and says no.
-pub(crate) fn root_or_skip(test: &str) -> bool {
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
-        })
-        .unwrap_or_default();
-    if uid == "0" {
-        return true;
-    }
-    assert!(
-        std::env::var("VIGIL_REQUIRE_ROOT").as_deref() != Ok("1"),
-        "{test}: needs root (VIGIL_REQUIRE_ROOT=1)"
-    );
-    eprintln!("skipping {test}: needs root for network namespaces");
-    false
-}
 
 /// vigil-l2-client, built by `cargo test --workspace` next to the vigil binary.
 fn l2_client() -> PathBuf {
@@ -51,22 +31,6 @@ fn l2_client() -> PathBuf {
     path
 }
 
-fn run(args: &[&str]) -> Output {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-static NEXT_LAB: AtomicU32 = AtomicU32::new(0);
-
 /// A host's speaker process, if running.
 struct Host {
     name: String,
@@ -74,27 +38,18 @@ struct Host {
 }
 
 pub(crate) struct Cluster {
-    prefix: String,
-    namespaces: Vec<String>,
     hosts: Vec<Host>,
+    /// Dropped last, after `Drop for Cluster` has killed the speakers: deletes the namespaces.
+    net: Bridge,
 }
 
 impl Cluster {
     /// The bridge, the client and `n` hosts, with no speaker started yet.
     pub(crate) fn new(n: usize) -> Self {
-        let prefix = format!(
-            "vgsa-{}-{}",
-            std::process::id(),
-            NEXT_LAB.fetch_add(1, Ordering::Relaxed)
-        );
         let mut lab = Self {
-            prefix,
-            namespaces: Vec::new(),
             hosts: Vec::new(),
+            net: Bridge::new("vgsa"),
         };
-        let br = lab.add_namespace("br");
-        run(&["ip", "-n", &br, "link", "add", "br0", "type", "bridge"]);
-        run(&["ip", "-n", &br, "link", "set", "br0", "up"]);
         lab.plug("cl", &format!("{CLIENT4}/24"));
         run(&[
             "ip",
@@ -124,33 +79,18 @@ impl Cluster {
 
     /// The cluster's keyring file.
     pub(crate) fn keyring_path(&self) -> PathBuf {
-        PathBuf::from(format!("/tmp/{}.keyring.json", self.prefix))
+        PathBuf::from(format!("/tmp/{}.keyring.json", self.net.prefix()))
     }
 
     fn ns(&self, host: &str) -> String {
-        format!("{}-{host}", self.prefix)
-    }
-
-    fn add_namespace(&mut self, name: &str) -> String {
-        let ns = self.ns(name);
-        run(&["ip", "netns", "add", &ns]);
-        self.namespaces.push(ns.clone());
-        run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-        ns
+        self.net.ns(host)
     }
 
     /// A namespace for `host` with eth0 plugged into the bridge and given `cidr`.
     fn plug(&mut self, host: &str, cidr: &str) {
-        let ns = self.add_namespace(host);
-        let br = self.ns("br");
-        let port = format!("p-{host}");
-        run(&[
-            "ip", "link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", &port,
-            "netns", &br,
-        ]);
-        run(&["ip", "-n", &br, "link", "set", &port, "master", "br0", "up"]);
-        run(&["ip", "-n", &ns, "addr", "add", cidr, "dev", "eth0"]);
-        run(&["ip", "-n", &ns, "link", "set", "eth0", "up"]);
+        self.net.add_namespace(host);
+        self.net.plug(host, "eth0");
+        self.net.ip(host, &["addr", "add", cidr, "dev", "eth0"]);
     }
 
     /// Host names, `n1`..`nN`.
@@ -159,23 +99,20 @@ impl Cluster {
     }
 
     pub(crate) fn mac(&self, host: &str) -> String {
-        let out = run(&["ip", "-n", &self.ns(host), "-o", "link", "show", "eth0"]);
-        let out = String::from_utf8_lossy(&out.stdout).into_owned();
-        let after = out.split("link/ether ").nth(1).expect("an Ethernet link");
-        after.split_whitespace().next().unwrap().to_string()
+        self.net.mac(host, "eth0")
     }
 
     pub(crate) fn config_path(&self, host: &str) -> PathBuf {
-        PathBuf::from(format!("/tmp/{}-{host}.yaml", self.prefix))
+        PathBuf::from(format!("/tmp/{}-{host}.yaml", self.net.prefix()))
     }
 
     pub(crate) fn log_path(&self, host: &str) -> PathBuf {
-        PathBuf::from(format!("/tmp/{}-{host}.log", self.prefix))
+        PathBuf::from(format!("/tmp/{}-{host}.log", self.net.prefix()))
     }
 
     /// A file whose existence makes `host`'s health check fail (see [`Cluster::config`]).
     pub(crate) fn down_flag(&self, host: &str) -> PathBuf {
-        PathBuf::from(format!("/tmp/{}-{host}.down", self.prefix))
+        PathBuf::from(format!("/tmp/{}-{host}.down", self.net.prefix()))
     }
 
     /// A configuration for `host`: every host a seed, answering on eth0, the service `web`
@@ -437,13 +374,9 @@ impl Cluster {
 
     /// Polls `check` every 100 ms until it holds; panics with the logs after `limit` (a bound,
     /// not a timing assertion: the limit is generous).
-    pub(crate) fn wait_for(&self, what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
-        let start = Instant::now();
-        while !check() {
-            if start.elapsed() > limit {
-                panic!("timed out waiting for {what}\n{}", self.logs());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+    pub(crate) fn wait_for(&self, what: &str, limit: Duration, check: impl FnMut() -> bool) {
+        if !poll(limit, Duration::from_millis(100), check) {
+            panic!("timed out waiting for {what}\n{}", self.logs());
         }
     }
 }
@@ -456,12 +389,6 @@ impl Drop for Cluster {
                 let _ = child.kill();
                 let _ = child.wait();
             }
-        }
-        for ns in self.namespaces.iter().rev() {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(Stdio::null())
-                .status();
         }
         let _ = std::fs::remove_file(self.keyring_path());
         for h in &self.hosts {
