@@ -18,6 +18,7 @@ pub mod netlink;
 pub mod packet_socket;
 pub mod poll;
 pub mod selection;
+pub mod watch;
 
 pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle, VipCounters};
 pub use packet_socket::{Filter, PacketSocket};

@@ -9,7 +9,28 @@
 //! vigil-l2-client listen --iface I --target IP [--wait-ms MS]
 //! vigil-l2-client poke  --target IP
 //! vigil-l2-client bench --iface I --src-ip IPv4 --target IPv4 [--samples N] [--rates R,R,..] [--window-ms MS]
+//! vigil-l2-client watch --iface I --src-ip IPv4 --target IPv4 [--interval-ms N] [--duration-ms D]
+//!                       [--icmp] [--gap-ms G] [--stop-after-change-ms S] [--answers]
 //! ```
+//!
+//! `watch` asks for the target every `--interval-ms` (default 5) with an ARP request and, with
+//! `--icmp`, an ICMP echo request sent to the MAC that last answered ARP, for `--duration-ms`
+//! (default 3000, at most an hour), and prints `key=value` lines (times in ms since the start):
+//!
+//! ```text
+//! answer t_ms=T kind=arp|icmp mac=M gratuitous=0|1      (each answer, only with --answers)
+//! icmp-to t_ms=T mac=M                                  (ICMP probes now go to M)
+//! mac-change t_ms=T kind=arp|icmp from=M to=M           (the answering MAC differs from the last)
+//! outage kind=K from_ms=T to_ms=T|open length_ms=L before=M|none after=M|none
+//! summary kind=K probes=N answers=N outages=N max_gap_ms=L max_outage_ms=L mac_changes=N
+//!         conflicts=N macs=M,M first_mac=M|none last_mac=M|none open=0|1 send_errors=N
+//! ```
+//!
+//! An outage is a span longer than `--gap-ms` (default 3 intervals) with no answer of a kind;
+//! `max_gap_ms` is the longest span without one, also counting the watch's start and end;
+//! `open=1` when the last outage had not ended when the watch did. A conflict is a probe round
+//! that two MACs answered. With `--stop-after-change-ms S` the watch ends S ms after the ARP
+//! answers first come from another MAC.
 //!
 //! `listen` prints what arrives about the target (gratuitous ARP replies, advertisements) without
 //! asking; `poke` sends one UDP datagram to the target so that the host's own kernel resolves it.
@@ -25,6 +46,7 @@ use vigil_l2::frames;
 use vigil_l2::wire::ethernet::{self, Address as EthernetAddress, EtherType};
 use vigil_l2::wire::{arp, icmpv6, ipv6, ndisc};
 use vigil_l2_net::args::{self, Args};
+use vigil_l2_net::watch::{self, Event, Kind, WatchConfig};
 use vigil_l2_net::{Filter, PacketSocket};
 
 /// An answer about the target, as printed.
@@ -249,10 +271,120 @@ fn bench(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+fn millis(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1000.0)
+}
+
+fn mac_or_none(mac: Option<EthernetAddress>) -> String {
+    mac.map_or_else(|| "none".to_string(), |m| m.to_string())
+}
+
+fn watch(args: &Args) -> Result<(), String> {
+    let (socket, mac) = open(args)?;
+    let interval = Duration::from_millis(args.get::<u64>("interval-ms")?.unwrap_or(5).max(1));
+    let config = WatchConfig {
+        src_mac: mac,
+        src_ip: args.required("src-ip")?,
+        target: args.required("target")?,
+        interval,
+        duration: Duration::from_millis(args.get::<u64>("duration-ms")?.unwrap_or(3000))
+            .min(watch::MAX_DURATION),
+        icmp: args.flag("icmp"),
+        icmp_id: (std::process::id() & 0xffff) as u16,
+        stop_after_change: args
+            .get::<u64>("stop-after-change-ms")?
+            .map(Duration::from_millis),
+    };
+    let gap = args
+        .get::<u64>("gap-ms")?
+        .map_or(interval * 3, Duration::from_millis);
+    let print_answers = args.flag("answers");
+    let mut last_mac: [Option<EthernetAddress>; 2] = [None, None];
+    let recording = watch::watch(&socket, &config, |event| match event {
+        Event::Answer(answer) => {
+            if print_answers {
+                println!(
+                    "answer t_ms={} kind={} mac={} gratuitous={}",
+                    millis(answer.at),
+                    answer.kind.name(),
+                    answer.mac,
+                    u8::from(answer.gratuitous)
+                );
+            }
+            let last = &mut last_mac[usize::from(answer.kind == Kind::Icmp)];
+            if let Some(from) = last.filter(|m| *m != answer.mac) {
+                println!(
+                    "mac-change t_ms={} kind={} from={from} to={}",
+                    millis(answer.at),
+                    answer.kind.name(),
+                    answer.mac
+                );
+            }
+            *last = Some(answer.mac);
+        }
+        Event::IcmpTo(at, mac) => println!("icmp-to t_ms={} mac={mac}", millis(*at)),
+    })
+    .map_err(|e| format!("watch: {e}"))?;
+    for kind in [Kind::Arp, Kind::Icmp] {
+        if kind == Kind::Icmp && !config.icmp {
+            continue;
+        }
+        let summary = watch::summarize(&recording.answers, kind, gap, recording.end);
+        for outage in &summary.outages {
+            println!(
+                "outage kind={} from_ms={} to_ms={} length_ms={} before={} after={}",
+                kind.name(),
+                millis(outage.from),
+                outage.to.map_or_else(|| "open".to_string(), millis),
+                millis(outage.length),
+                mac_or_none(outage.before),
+                mac_or_none(outage.after)
+            );
+        }
+        let max_outage = summary.outages.iter().map(|o| o.length).max();
+        let probes = match kind {
+            Kind::Arp => recording.arp_probes,
+            Kind::Icmp => recording.icmp_probes,
+        };
+        println!(
+            "summary kind={} probes={probes} answers={} outages={} max_gap_ms={} max_outage_ms={} mac_changes={} conflicts={} macs={} first_mac={} last_mac={} open={} send_errors={}",
+            kind.name(),
+            summary.answers,
+            summary.outages.len(),
+            millis(summary.max_gap),
+            millis(max_outage.unwrap_or_default()),
+            summary.mac_changes,
+            summary.conflicts,
+            if summary.macs.is_empty() {
+                "none".to_string()
+            } else {
+                summary
+                    .macs
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+            mac_or_none(summary.macs.first().copied()),
+            mac_or_none(
+                recording
+                    .answers
+                    .iter()
+                    .rev()
+                    .find(|a| a.kind == kind)
+                    .map(|a| a.mac)
+            ),
+            u8::from(summary.outages.last().is_some_and(|o| o.to.is_none())),
+            recording.send_errors
+        );
+    }
+    Ok(())
+}
+
 fn run() -> Result<(), String> {
     let mut argv = std::env::args().skip(1);
     let mode = argv.next().unwrap_or_default();
-    let args = Args::parse(argv, &[])?;
+    let args = Args::parse(argv, &["icmp", "answers"])?;
     match mode.as_str() {
         "arp" => {
             let (socket, mac) = open(&args)?;
@@ -344,7 +476,10 @@ fn run() -> Result<(), String> {
             Ok(())
         }
         "bench" => bench(&args),
-        _ => Err("usage: vigil-l2-client arp|ns|raw|listen|poke|bench --iface NAME ...".into()),
+        "watch" => watch(&args),
+        _ => {
+            Err("usage: vigil-l2-client arp|ns|raw|listen|poke|bench|watch --iface NAME ...".into())
+        }
     }
 }
 
