@@ -36,6 +36,11 @@ pub enum Command {
     Status(cmd::status::Args),
     /// Write a new gossip keyring file with a random key.
     Keygen(cmd::keygen::Args),
+    /// Run a failover lab in network namespaces and watch the VIP move (as root): N hosts
+    /// running `vigil standalone` and a client; the owner fails and the client measures the
+    /// outage.
+    #[command(long_about = cmd::lab::LONG_ABOUT)]
+    Lab(cmd::lab::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -61,5 +66,6 @@ where
         Command::Standalone(args) => cmd::standalone::run(args),
         Command::Status(args) => cmd::status::run(args),
         Command::Keygen(args) => cmd::keygen::run(args),
+        Command::Lab(args) => cmd::lab::run(args),
     }
 }

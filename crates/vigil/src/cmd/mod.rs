@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod keygen;
+pub mod lab;
 pub mod sim;
 pub mod standalone;
 pub mod status;

@@ -1,0 +1,464 @@
+//! The lab itself: a bridge in a namespace of its own, a client and N hosts plugged into it
+//! with veth pairs, a configuration file and a speaker per host. Nothing is made in the root
+//! namespace; every namespace carries the lab's prefix. [`Lab`] owns all of it, and dropping
+//! it (after an error, a panic or Ctrl-C) kills the speakers by PID and deletes the
+//! namespaces and files, unless the lab was kept on purpose.
+
+use super::Stop;
+use crate::cmd::keygen::new_keyring;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use vigil_l2::wire::ethernet::Address as Mac;
+
+/// The client's IPv4 address.
+pub(super) const CLIENT4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// The client's IPv6 address.
+pub(super) const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
+/// The IPv4 VIP.
+pub(super) const VIP4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
+/// The IPv6 VIP, of the same service (so it has the same owner).
+pub(super) const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x100);
+/// Where each speaker serves `/status`, on its own namespace's loopback.
+pub(super) const HTTP: &str = "127.0.0.1:7472";
+
+/// The namespace of the bridge, the client or a host.
+pub(super) fn ns_name(prefix: &str, what: &str) -> String {
+    format!("{prefix}-{what}")
+}
+
+/// The directory holding a lab's key, configurations and logs.
+pub(super) fn work_dir(prefix: &str) -> PathBuf {
+    std::env::temp_dir().join(prefix)
+}
+
+/// The namespaces whose names carry `prefix`, as `ip netns list` shows them.
+pub(super) fn namespaces_with(prefix: &str) -> Result<Vec<String>, String> {
+    let out = ip(&["netns", "list"])?;
+    let mine = format!("{prefix}-");
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&mine))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Runs `ip` with `args`; its stdout, or an error with its stderr.
+pub(super) fn ip(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Kills every process left in namespace `ns` and deletes it; how many processes were killed.
+pub(super) fn remove_namespace(ns: &str) -> usize {
+    let mut killed = 0;
+    if let Ok(pids) = ip(&["netns", "pids", ns]) {
+        for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+    }
+    let _ = Command::new("ip")
+        .args(["netns", "del", ns])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    killed
+}
+
+/// One host of the lab.
+#[derive(Debug)]
+pub(super) struct Host {
+    /// Its node name, `host-1`..
+    pub(super) name: String,
+    /// Its namespace.
+    pub(super) ns: String,
+    /// Its address.
+    pub(super) ip: Ipv4Addr,
+    /// Its eth0's MAC: what the client sees when this host answers.
+    pub(super) mac: Mac,
+    /// Its speaker, while running.
+    pub(super) speaker: Option<Child>,
+    /// The speaker's PID (kept after the process is gone, for messages).
+    pub(super) pid: Option<u32>,
+}
+
+/// The lab: created step by step, torn down on drop unless kept.
+#[derive(Debug)]
+pub(super) struct Lab {
+    /// The namespace prefix.
+    pub(super) prefix: String,
+    /// Key, configurations and logs.
+    pub(super) dir: PathBuf,
+    /// Namespaces made so far, in order.
+    namespaces: Vec<String>,
+    /// The hosts.
+    pub(super) hosts: Vec<Host>,
+    /// The client's interface index and MAC.
+    pub(super) client: (u32, Mac),
+    kept: bool,
+    torn_down: bool,
+}
+
+impl Lab {
+    /// Makes the namespaces, the bridge, the client and `nodes` hosts with their addresses.
+    /// Whatever was made is removed again if a step fails.
+    pub(super) fn create(prefix: &str, nodes: usize) -> Result<Self, Stop> {
+        let dir = work_dir(prefix);
+        std::fs::create_dir(&dir).map_err(|e| Stop::failed(format!("{}: {e}", dir.display())))?;
+        let mut lab = Self {
+            prefix: prefix.to_string(),
+            dir,
+            namespaces: Vec::new(),
+            hosts: Vec::new(),
+            client: (0, Mac::default()),
+            kept: false,
+            torn_down: false,
+        };
+        let br = lab.add_namespace("br")?;
+        ip(&["-n", &br, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &br, "link", "set", "br0", "up"])?;
+        // Where br_netfilter is loaded, bridged frames would go through the host's firewall;
+        // a switch does not do that. (Quietly skipped where the sysctl does not exist.)
+        for table in ["arptables", "iptables", "ip6tables"] {
+            let _ = Command::new("ip")
+                .args(["netns", "exec", &br, "sysctl", "-qw"])
+                .arg(format!("net.bridge.bridge-nf-call-{table}=0"))
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let client = lab.plug("client", &format!("{CLIENT4}/24"))?;
+        ip(&[
+            "-n",
+            &client,
+            "addr",
+            "add",
+            &format!("{CLIENT6}/64"),
+            "dev",
+            "eth0",
+            "nodad",
+        ])?;
+        lab.client = link(&client)?;
+        for i in 1..=nodes {
+            super::check_interrupt()?;
+            let name = format!("host-{i}");
+            let addr = host_ip(i);
+            let ns = lab.plug(&name, &format!("{addr}/24"))?;
+            let (_, mac) = link(&ns)?;
+            lab.hosts.push(Host {
+                name,
+                ns,
+                ip: addr,
+                mac,
+                speaker: None,
+                pid: None,
+            });
+        }
+        Ok(lab)
+    }
+
+    fn add_namespace(&mut self, what: &str) -> Result<String, Stop> {
+        super::check_interrupt()?;
+        let ns = ns_name(&self.prefix, what);
+        ip(&["netns", "add", &ns])?;
+        self.namespaces.push(ns.clone());
+        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// A namespace for `what` whose eth0 is plugged into the bridge (port named `what`) and
+    /// holds `cidr`.
+    fn plug(&mut self, what: &str, cidr: &str) -> Result<String, Stop> {
+        let ns = self.add_namespace(what)?;
+        let br = ns_name(&self.prefix, "br");
+        ip(&[
+            "link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", what, "netns", &br,
+        ])?;
+        ip(&["-n", &br, "link", "set", what, "master", "br0", "up"])?;
+        ip(&["-n", &ns, "addr", "add", cidr, "dev", "eth0"])?;
+        ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+        Ok(ns)
+    }
+
+    /// The bridge's namespace.
+    pub(super) fn bridge_ns(&self) -> String {
+        ns_name(&self.prefix, "br")
+    }
+
+    /// The client's namespace.
+    pub(super) fn client_ns(&self) -> String {
+        ns_name(&self.prefix, "client")
+    }
+
+    /// The host whose eth0 has `mac`.
+    pub(super) fn host_by_mac(&self, mac: Mac) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.mac == mac)
+    }
+
+    /// The host named `name`.
+    pub(super) fn host(&self, name: &str) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+
+    /// A host's configuration file.
+    pub(super) fn config_path(&self, host: &str) -> PathBuf {
+        self.dir.join(format!("{host}.yaml"))
+    }
+
+    /// A host's speaker log.
+    pub(super) fn log_path(&self, host: &str) -> PathBuf {
+        self.dir.join(format!("{host}.log"))
+    }
+
+    /// Writes a fresh keyring and every host's configuration.
+    pub(super) fn write_configs(&self, profile: &str) -> Result<(), Stop> {
+        let keyring = self.dir.join("keyring.json");
+        let key = new_keyring().map_err(|e| Stop::failed(format!("no OS randomness: {e}")))?;
+        write_private(&keyring, &key)?;
+        let seeds: Vec<String> = self.hosts.iter().map(|h| h.ip.to_string()).collect();
+        for h in &self.hosts {
+            let text = config_text(&h.name, h.ip, &seeds, profile, &keyring);
+            write_private(&self.config_path(&h.name), &text)?;
+        }
+        Ok(())
+    }
+
+    /// Starts every host's speaker: `ip netns exec NS <vigil> standalone --config ...`
+    /// (`ip netns exec` execs, so the child's PID is the speaker's). Each speaker has a
+    /// process group of its own, so a Ctrl-C at the terminal reaches only the lab, which then
+    /// stops them itself.
+    pub(super) fn start_speakers(&mut self, exe: &Path) -> Result<(), Stop> {
+        for i in 0..self.hosts.len() {
+            let (name, ns) = (self.hosts[i].name.clone(), self.hosts[i].ns.clone());
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.log_path(&name))
+                .map_err(|e| Stop::failed(format!("{}: {e}", self.log_path(&name).display())))?;
+            let child = Command::new("ip")
+                .args(["netns", "exec", &ns])
+                .arg(exe)
+                .arg("standalone")
+                .arg("--config")
+                .arg(self.config_path(&name))
+                .args(["--log-level", "info"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .process_group(0)
+                .spawn()
+                .map_err(|e| Stop::failed(format!("starting {name}'s speaker: {e}")))?;
+            self.hosts[i].pid = Some(child.id());
+            self.hosts[i].speaker = Some(child);
+        }
+        Ok(())
+    }
+
+    /// Sends `signal` to `host`'s speaker.
+    pub(super) fn signal(&self, host: &str, signal: Signal) -> Result<(), Stop> {
+        let pid = self
+            .host(host)
+            .and_then(|h| h.speaker.as_ref())
+            .map(Child::id)
+            .ok_or_else(|| Stop::failed(format!("{host}'s speaker is not running")))?;
+        let pid = i32::try_from(pid).map_err(|_| Stop::failed("PID out of range"))?;
+        kill(Pid::from_raw(pid), signal)
+            .map_err(|e| Stop::failed(format!("{signal} to {host}'s speaker: {e}")))
+    }
+
+    /// Waits (at most `limit`) for `host`'s speaker to exit; its exit status as text, `None`
+    /// while it still runs.
+    pub(super) fn wait_exit(&mut self, host: &str, limit: Duration) -> Option<String> {
+        let h = self.hosts.iter_mut().find(|h| h.name == host)?;
+        let child = h.speaker.as_mut()?;
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                h.speaker = None;
+                return Some(status.to_string());
+            }
+            if start.elapsed() > limit || super::check_interrupt().is_err() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Speakers that exited on their own, with their status (a speaker that refused its
+    /// configuration, say).
+    pub(super) fn exited(&mut self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for h in &mut self.hosts {
+            if let Some(child) = h.speaker.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                out.push((h.name.clone(), status.to_string()));
+                h.speaker = None;
+            }
+        }
+        out
+    }
+
+    /// The last `n` lines of every host's log, for failure messages.
+    pub(super) fn log_tails(&self, n: usize) -> String {
+        let mut out = String::new();
+        for h in &self.hosts {
+            let text = std::fs::read_to_string(self.log_path(&h.name)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let _ = writeln!(out, "--- {} ({})", h.name, self.log_path(&h.name).display());
+            for l in &lines[lines.len().saturating_sub(n)..] {
+                let _ = writeln!(out, "{l}");
+            }
+        }
+        out
+    }
+
+    /// Leaves everything running when the lab is dropped.
+    pub(super) fn keep(&mut self) {
+        self.kept = true;
+    }
+
+    /// Kills the speakers (by PID), then anything else left in the namespaces, deletes the
+    /// namespaces and the work directory. Returns how many namespaces were deleted.
+    pub(super) fn teardown(&mut self) -> usize {
+        if self.torn_down {
+            return 0;
+        }
+        self.torn_down = true;
+        for h in &mut self.hosts {
+            if let Some(mut child) = h.speaker.take() {
+                // SIGKILL works on a stopped process too.
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        // Hosts and client first, the bridge last (it was made first).
+        for ns in self.namespaces.iter().rev() {
+            remove_namespace(ns);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.namespaces.len()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.teardown();
+        }
+    }
+}
+
+/// Host `i`'s address (1-based): 198.18.0.11 on.
+pub(super) fn host_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, 10 + u8::try_from(i).unwrap_or(u8::MAX - 10))
+}
+
+/// The interface index and MAC of eth0 in `ns`, from `ip -o link show`.
+pub(super) fn link(ns: &str) -> Result<(u32, Mac), String> {
+    let out = ip(&["-n", ns, "-o", "link", "show", "eth0"])?;
+    let index = out
+        .split(':')
+        .next()
+        .and_then(|i| i.trim().parse().ok())
+        .ok_or_else(|| format!("{ns}: no interface index in {out:?}"))?;
+    let mac = out
+        .split("link/ether ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| format!("{ns}: no MAC in {out:?}"))?;
+    Ok((index, mac))
+}
+
+/// A host's `vigil standalone` configuration.
+pub(super) fn config_text(
+    name: &str,
+    addr: Ipv4Addr,
+    seeds: &[String],
+    profile: &str,
+    keyring: &Path,
+) -> String {
+    format!(
+        "# Written by `vigil lab` for its throwaway lab.\n\
+         node:\n  name: {name}\n\
+         gossip:\n  bind: \"{addr}:7946\"\n  seeds: [{seeds}]\n  profile: {profile}\n  \
+         keyring_file: \"{keyring}\"\n  label: vigil-lab\n\
+         interfaces:\n  include: [eth0]\n\
+         http:\n  listen: \"{HTTP}\"\n\
+         services:\n  - name: web\n    vips: [\"{VIP4}\", \"{VIP6}\"]\n",
+        seeds = seeds.join(", "),
+        keyring = keyring.display(),
+    )
+}
+
+/// Writes `text` to a new file readable by root only.
+fn write_private(path: &Path, text: &str) -> Result<(), Stop> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| Stop::failed(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::standalone::config::Config;
+
+    #[test]
+    fn the_written_configuration_is_valid() {
+        let dir = std::env::temp_dir().join(format!("vigil-lab-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let keyring = dir.join("keyring.json");
+        std::fs::write(&keyring, new_keyring().unwrap()).unwrap();
+        let seeds = vec!["198.18.0.11".to_string(), "198.18.0.12".to_string()];
+        let path = dir.join("host-2.yaml");
+        std::fs::write(
+            &path,
+            config_text("host-2", host_ip(2), &seeds, "lan", &keyring),
+        )
+        .unwrap();
+        let c = Config::load(&path, None).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(c.node.name, "host-2");
+        assert_eq!(c.gossip.bind, "198.18.0.12:7946".parse().unwrap());
+        assert_eq!(c.gossip.profile.name(), "lan");
+        assert_eq!(c.gossip.keyring_file.as_deref(), Some(keyring.as_path()));
+        assert_eq!(c.http_listen, Some(HTTP.parse().unwrap()));
+        assert_eq!(c.services.len(), 1);
+        assert_eq!(
+            c.services[0].vips,
+            vec![VIP4.into(), std::net::IpAddr::V6(VIP6)]
+        );
+    }
+
+    #[test]
+    fn hosts_are_numbered_from_eleven() {
+        assert_eq!(host_ip(1), Ipv4Addr::new(198, 18, 0, 11));
+        assert_eq!(host_ip(16), Ipv4Addr::new(198, 18, 0, 26));
+    }
+}

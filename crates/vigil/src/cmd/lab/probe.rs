@@ -1,0 +1,425 @@
+//! The client's view of the VIP: a thread in the client's namespace asks for the VIP by ARP
+//! (and by neighbour solicitation for the IPv6 VIP) every few milliseconds on a raw socket and
+//! records, per round of questions, which MACs answered. [`outage`] reads a failover out of
+//! those rounds.
+
+use super::netns;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use vigil_l2::frames;
+use vigil_l2::wire::ethernet::{self, Address as Mac, EtherType};
+use vigil_l2::wire::{arp, icmpv6, ipv6, ndisc};
+use vigil_l2_net::{Filter, PacketSocket};
+
+/// Which VIP of the pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Family {
+    /// The IPv4 VIP, asked for by ARP.
+    V4,
+    /// The IPv6 VIP, asked for by neighbour solicitation.
+    V6,
+}
+
+/// One round of questions: when they went out and which MACs answered them (before the next
+/// round).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Round {
+    /// When the questions were sent, from the prober's start.
+    pub(super) at: Duration,
+    /// MACs that answered the ARP question.
+    pub(super) v4: Vec<Mac>,
+    /// MACs that answered the neighbour solicitation.
+    pub(super) v6: Vec<Mac>,
+}
+
+impl Round {
+    /// The answers for `family`.
+    pub(super) fn answers(&self, family: Family) -> &[Mac] {
+        match family {
+            Family::V4 => &self.v4,
+            Family::V6 => &self.v6,
+        }
+    }
+}
+
+/// Who asks, for what, from where.
+#[derive(Debug, Clone)]
+pub(super) struct Questions {
+    /// The client's namespace.
+    pub(super) ns: String,
+    /// The client's interface index there.
+    pub(super) ifindex: u32,
+    /// The client's MAC.
+    pub(super) mac: Mac,
+    /// The client's IPv4 address.
+    pub(super) src4: Ipv4Addr,
+    /// The client's IPv6 address.
+    pub(super) src6: Ipv6Addr,
+    /// The IPv4 VIP.
+    pub(super) vip4: Ipv4Addr,
+    /// The IPv6 VIP.
+    pub(super) vip6: Ipv6Addr,
+    /// Time between rounds.
+    pub(super) interval: Duration,
+    /// The prober stops by itself after this long (every traffic loop is bounded).
+    pub(super) limit: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    rounds: Vec<Round>,
+    error: Option<String>,
+    done: bool,
+}
+
+/// The probing thread; stopped and joined on drop.
+#[derive(Debug)]
+pub(super) struct Prober {
+    started: Instant,
+    shared: Arc<Mutex<Shared>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Prober {
+    /// Starts asking.
+    pub(super) fn start(questions: Questions) -> std::io::Result<Self> {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let thread = {
+            let (shared, stop) = (shared.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("lab-probe".into())
+                .spawn(move || {
+                    let result = ask(&questions, started, &shared, &stop);
+                    let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                    s.error = result.err();
+                    s.done = true;
+                })?
+        };
+        Ok(Self {
+            started,
+            shared,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Time since the prober started, the clock [`Round::at`] counts on.
+    pub(super) fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The rounds completed from index `from` on.
+    pub(super) fn rounds_from(&self, from: usize) -> Vec<Round> {
+        let s = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        s.rounds.get(from..).unwrap_or_default().to_vec()
+    }
+
+    /// How many rounds are complete.
+    pub(super) fn len(&self) -> usize {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .rounds
+            .len()
+    }
+
+    /// The latest complete round.
+    pub(super) fn latest(&self) -> Option<Round> {
+        let s = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        s.rounds.last().cloned()
+    }
+
+    /// Why the prober stopped, if it stopped: its error, or that it reached its time limit.
+    pub(super) fn stopped(&self) -> Option<String> {
+        let s = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        s.done.then(|| {
+            s.error
+                .clone()
+                .unwrap_or_else(|| "the client's prober reached its time limit".into())
+        })
+    }
+}
+
+impl Drop for Prober {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The probing loop, on its own thread.
+fn ask(
+    q: &Questions,
+    started: Instant,
+    shared: &Mutex<Shared>,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    netns::enter(&q.ns).map_err(|e| e.to_string())?;
+    let socket = PacketSocket::open(q.ifindex, Filter::Answers)
+        .map_err(|e| format!("client socket: {e}"))?;
+    let arp_question = frames::arp_request(q.mac, q.src4, q.vip4);
+    let ns_question = frames::neighbor_solicit(q.mac, q.src6, q.vip6, None);
+    let mut buf = vec![0u8; 2048];
+    while !stop.load(Ordering::SeqCst) && started.elapsed() < q.limit {
+        let sent = Instant::now();
+        let mut round = Round {
+            at: sent - started,
+            ..Round::default()
+        };
+        // A failed send is a round nobody could answer: recorded as such, not fatal.
+        let _ = socket.send(&arp_question);
+        let _ = socket.send(&ns_question);
+        let next = sent + q.interval;
+        loop {
+            while let Some(n) = socket.recv(&mut buf).map_err(|e| format!("recv: {e}"))? {
+                match answer(&buf[..n], q) {
+                    Some((Family::V4, mac)) if !round.v4.contains(&mac) => round.v4.push(mac),
+                    Some((Family::V6, mac)) if !round.v6.contains(&mac) => round.v6.push(mac),
+                    _ => {}
+                }
+            }
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            socket
+                .wait_readable(next - now)
+                .map_err(|e| format!("poll: {e}"))?;
+        }
+        shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .rounds
+            .push(round);
+    }
+    Ok(())
+}
+
+/// The MAC in `frame` if it answers one of our questions: an ARP reply from the IPv4 VIP to the
+/// client, or a neighbour advertisement for the IPv6 VIP sent to the client (gratuitous
+/// announcements are not answers). Anything malformed is not an answer.
+fn answer(frame: &[u8], q: &Questions) -> Option<(Family, Mac)> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    match eth.ethertype() {
+        EtherType::Arp => {
+            let repr = arp::Repr::parse(&arp::Packet::new_checked(eth.payload()).ok()?).ok()?;
+            (repr.operation == arp::Operation::Reply
+                && repr.source_protocol_addr == q.vip4
+                && repr.target_protocol_addr == q.src4)
+                .then_some((Family::V4, repr.source_hardware_addr))
+        }
+        EtherType::Ipv6 => {
+            let ip = ipv6::Packet::new_checked(eth.payload()).ok()?;
+            let ip_repr = ipv6::Repr::parse(&ip).ok()?;
+            if ip_repr.dst_addr != q.src6 {
+                return None;
+            }
+            let icmp = icmpv6::Packet::new_checked(ip.payload()).ok()?;
+            let icmpv6::Repr::Ndisc(ndisc::Repr::NeighborAdvert {
+                target_addr,
+                lladdr,
+                ..
+            }) = icmpv6::Repr::parse(ip_repr.src_addr, ip_repr.dst_addr, &icmp).ok()?
+            else {
+                return None;
+            };
+            (IpAddr::V6(target_addr) == IpAddr::V6(q.vip6))
+                .then(|| (Family::V6, lladdr.unwrap_or_else(|| eth.src_addr())))
+        }
+        _ => None,
+    }
+}
+
+/// A failover as the client saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Outage {
+    /// The MAC that answered after the failover.
+    pub(super) new_mac: Mac,
+    /// From the failure to the first round the new MAC answered.
+    pub(super) takeover: Duration,
+    /// The run of unanswered rounds just before the new MAC's first answer: from its first
+    /// round to that answer (zero when every round was answered).
+    pub(super) silent: Duration,
+    /// Unanswered rounds between the failure and the new MAC's first answer.
+    pub(super) unanswered: usize,
+    /// Rounds after the failure that both the old and another MAC answered.
+    pub(super) both: usize,
+}
+
+/// Reads the failover out of `rounds`: the failure happened at `failed_at` (on the rounds'
+/// clock) to the host answering with `old`. `None` until some other MAC has answered.
+pub(super) fn outage(
+    rounds: &[Round],
+    family: Family,
+    failed_at: Duration,
+    old: Mac,
+) -> Option<Outage> {
+    let after: Vec<&Round> = rounds.iter().filter(|r| r.at >= failed_at).collect();
+    let first_new = after
+        .iter()
+        .position(|r| r.answers(family).iter().any(|m| *m != old))?;
+    let new_round = after[first_new];
+    let new_mac = *new_round
+        .answers(family)
+        .iter()
+        .find(|m| **m != old)
+        .expect("found above");
+    let before = &after[..first_new];
+    let unanswered = before
+        .iter()
+        .filter(|r| r.answers(family).is_empty())
+        .count();
+    let silent_run = before
+        .iter()
+        .rev()
+        .take_while(|r| r.answers(family).is_empty())
+        .last();
+    let both = after
+        .iter()
+        .filter(|r| {
+            let a = r.answers(family);
+            a.contains(&old) && a.iter().any(|m| *m != old)
+        })
+        .count();
+    Some(Outage {
+        new_mac,
+        takeover: new_round.at - failed_at,
+        silent: silent_run.map_or(Duration::ZERO, |r| new_round.at - r.at),
+        unanswered,
+        both,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: Mac = Mac([2, 0, 0, 0, 0, 1]);
+    const NEW: Mac = Mac([2, 0, 0, 0, 0, 2]);
+
+    fn rounds(answers: &[&[Mac]]) -> Vec<Round> {
+        answers
+            .iter()
+            .enumerate()
+            .map(|(i, a)| Round {
+                at: Duration::from_millis(10 * i as u64),
+                v4: a.to_vec(),
+                v6: Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_silent_gap_ends_at_the_new_owners_first_answer() {
+        // Failure at 25 ms; rounds at 30..60 unanswered, 70 answered by the new owner.
+        let r = rounds(&[&[OLD], &[OLD], &[OLD], &[], &[], &[], &[], &[NEW], &[NEW]]);
+        let o = outage(&r, Family::V4, Duration::from_millis(25), OLD).unwrap();
+        assert_eq!(o.new_mac, NEW);
+        assert_eq!(o.takeover, Duration::from_millis(45));
+        assert_eq!(o.silent, Duration::from_millis(40));
+        assert_eq!(o.unanswered, 4);
+        assert_eq!(o.both, 0);
+    }
+
+    #[test]
+    fn a_handover_without_a_gap_is_no_silence() {
+        // The old owner answers until the new one does; one round hears both.
+        let r = rounds(&[&[OLD], &[OLD], &[OLD, NEW], &[NEW]]);
+        let o = outage(&r, Family::V4, Duration::from_millis(5), OLD).unwrap();
+        assert_eq!(o.silent, Duration::ZERO);
+        assert_eq!(o.unanswered, 0);
+        assert_eq!(o.both, 1);
+        assert_eq!(o.takeover, Duration::from_millis(15));
+    }
+
+    #[test]
+    fn no_outage_until_another_mac_answers() {
+        let r = rounds(&[&[OLD], &[], &[], &[OLD]]);
+        assert_eq!(outage(&r, Family::V4, Duration::ZERO, OLD), None);
+        // The IPv6 answers are separate.
+        let r = rounds(&[&[OLD], &[NEW]]);
+        assert_eq!(outage(&r, Family::V6, Duration::ZERO, OLD), None);
+    }
+
+    #[test]
+    fn only_the_trailing_silence_counts_as_the_gap() {
+        // A lost answer early on, then the old owner again, then the gap before the new one.
+        let r = rounds(&[&[OLD], &[], &[OLD], &[], &[], &[NEW]]);
+        let o = outage(&r, Family::V4, Duration::ZERO, OLD).unwrap();
+        assert_eq!(o.silent, Duration::from_millis(20));
+        assert_eq!(o.unanswered, 3);
+    }
+
+    fn questions() -> Questions {
+        Questions {
+            ns: "x".into(),
+            ifindex: 2,
+            mac: Mac([2, 0, 0, 0, 0, 9]),
+            src4: Ipv4Addr::new(198, 18, 0, 2),
+            src6: "2001:db8::2".parse().unwrap(),
+            vip4: Ipv4Addr::new(198, 18, 0, 100),
+            vip6: "2001:db8::100".parse().unwrap(),
+            interval: Duration::from_millis(10),
+            limit: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn answers_are_arp_replies_to_the_client_only() {
+        let q = questions();
+        let reply = |target_ip: Ipv4Addr| {
+            frames::arp_frame(
+                OLD,
+                q.mac,
+                &arp::Repr {
+                    operation: arp::Operation::Reply,
+                    source_hardware_addr: OLD,
+                    source_protocol_addr: q.vip4,
+                    target_hardware_addr: q.mac,
+                    target_protocol_addr: target_ip,
+                },
+            )
+        };
+        assert_eq!(answer(&reply(q.src4), &q), Some((Family::V4, OLD)));
+        // A gratuitous reply (target the VIP itself) is not an answer.
+        assert_eq!(answer(&reply(q.vip4), &q), None);
+        // Our own question is not an answer, nor is garbage.
+        assert_eq!(
+            answer(&frames::arp_request(q.mac, q.src4, q.vip4), &q),
+            None
+        );
+        assert_eq!(answer(&[0xff; 20], &q), None);
+        assert_eq!(answer(&[], &q), None);
+    }
+
+    #[test]
+    fn answers_are_advertisements_to_the_client_only() {
+        let q = questions();
+        let advert = |dst: Ipv6Addr| {
+            frames::ndisc_frame(
+                &frames::NdiscAddressing {
+                    src_mac: NEW,
+                    dst_mac: q.mac,
+                    src_ip: q.vip6,
+                    dst_ip: dst,
+                    hop_limit: 255,
+                },
+                &ndisc::Repr::NeighborAdvert {
+                    flags: ndisc::NeighborFlags::SOLICITED,
+                    target_addr: q.vip6,
+                    lladdr: Some(NEW),
+                },
+            )
+        };
+        assert_eq!(answer(&advert(q.src6), &q), Some((Family::V6, NEW)));
+        assert_eq!(answer(&advert("ff02::1".parse().unwrap()), &q), None);
+    }
+}
