@@ -1,0 +1,425 @@
+//! The demonstration: build, settle, fail the owner, report what the client saw, tear down (or
+//! keep the lab and say how to poke at it).
+
+use super::cluster::{self, CLIENT4, CLIENT6, HTTP, Lab, VIP4, VIP6};
+use super::probe::{self, Family, Outage, Prober, Questions};
+use super::{Args, DEFAULT_PREFIX, Scenario, Stop, check_interrupt, netns, pause};
+use crate::cmd::standalone::state::Status;
+use crate::cmd::status::render;
+use nix::sys::signal::Signal;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+use vigil_l2::wire::ethernet::Address as Mac;
+
+/// Prints steps with the time since the start.
+pub(super) struct Steps {
+    start: Instant,
+}
+
+impl Steps {
+    fn say(&self, text: &str) {
+        let t = self.start.elapsed().as_secs_f64();
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "[{t:6.2}s] {text}");
+        let _ = out.flush();
+    }
+
+    /// Prints a block (a status table) indented under the steps.
+    fn block(text: &str) {
+        let mut out = std::io::stdout().lock();
+        for line in text.lines() {
+            if line.trim().is_empty() {
+                let _ = writeln!(out);
+            } else {
+                let _ = writeln!(out, "           {line}");
+            }
+        }
+        let _ = out.flush();
+    }
+}
+
+pub(super) fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// The whole demonstration.
+pub(super) fn demo(args: &Args) -> Result<(), Stop> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Stop::failed(format!("cannot find the vigil executable: {e}")))?;
+    let nodes = usize::from(args.nodes);
+    let steps = Steps {
+        start: Instant::now(),
+    };
+    println!(
+        "vigil lab: {nodes} hosts, scenario {}, profile {} (namespaces {}-*)",
+        args.scenario.name(),
+        args.profile.name(),
+        args.prefix
+    );
+
+    let mut lab = Lab::create(&args.prefix, nodes)?;
+    steps.say(&format!(
+        "network: bridge, client {CLIENT4}, hosts {}..{} on 198.18.0.0/24",
+        cluster::host_ip(1),
+        cluster::host_ip(nodes)
+    ));
+    lab.write_configs(args.profile.name())?;
+    lab.start_speakers(&exe)?;
+    steps.say(&format!(
+        "started `vigil standalone` on {nodes} hosts (encrypted gossip, a fresh key; configs and logs in {})",
+        lab.dir.display()
+    ));
+
+    let settle_limit = Duration::from_secs(30);
+    let prober = Prober::start(Questions {
+        ns: lab.client_ns(),
+        ifindex: lab.client.0,
+        mac: lab.client.1,
+        src4: CLIENT4,
+        src6: CLIENT6,
+        vip4: VIP4,
+        vip6: VIP6,
+        interval: Duration::from_millis(10),
+        limit: settle_limit + args.profile.takeover_limit() + Duration::from_secs(60),
+    })
+    .map_err(|e| Stop::failed(format!("cannot start the client's prober: {e}")))?;
+    steps.say(&format!(
+        "waiting until every host sees the others and agrees on the owner of {VIP4} (at most {} s)",
+        settle_limit.as_secs()
+    ));
+    let (owner, status) = settle(&mut lab, &prober, settle_limit)?;
+    let owner_mac = lab.host(&owner).map(|h| h.mac).unwrap_or_default();
+    steps.say(&format!(
+        "settled: {owner} owns {VIP4} and {VIP6}; the client hears both at {owner_mac}. {owner}'s view (`vigil status`):"
+    ));
+    Steps::block(&render(&status));
+
+    let mut summary = format!(
+        "result: scenario={} profile={} nodes={nodes} old_owner={owner}",
+        args.scenario.name(),
+        args.profile.name()
+    );
+    if args.scenario != Scenario::None {
+        let (new_owner, failover) = fail_over(args, &mut lab, &prober, &steps, &owner)?;
+        summary.push_str(&format!(" new_owner={new_owner} {failover}"));
+    }
+    drop(prober);
+    println!("{summary}");
+
+    if args.keep {
+        lab.keep();
+        print_keep_help(&lab, &exe, args, &owner);
+        return Ok(());
+    }
+    let n = lab.teardown();
+    steps.say(&format!(
+        "torn down: {n} namespaces and the speakers are gone"
+    ));
+    Ok(())
+}
+
+/// Fails the owner as the scenario says, waits for another host to answer, and reports the
+/// outage. Returns the new owner and the summary's outage fields.
+fn fail_over(
+    args: &Args,
+    lab: &mut Lab,
+    prober: &Prober,
+    steps: &Steps,
+    owner: &str,
+) -> Result<(String, String), Stop> {
+    let old = lab.host(owner).ok_or("the owner is not a lab host")?;
+    let (old_mac, old_pid) = (old.mac, old.pid.unwrap_or_default());
+    let failed_at = prober.now();
+    let what = match args.scenario {
+        Scenario::HostLoss => {
+            cluster::ip(&["-n", &lab.bridge_ns(), "link", "set", owner, "down"])?;
+            format!(
+                "host loss: {owner}'s link is down (its bridge port, in {})",
+                lab.bridge_ns()
+            )
+        }
+        Scenario::Crash => {
+            lab.signal(owner, Signal::SIGKILL)?;
+            format!("crash: SIGKILL to {owner}'s speaker (pid {old_pid})")
+        }
+        Scenario::Graceful => {
+            lab.signal(owner, Signal::SIGTERM)?;
+            format!("graceful: SIGTERM to {owner}'s speaker (pid {old_pid}); it leaves the cluster")
+        }
+        Scenario::None => unreachable!("no failure to make"),
+    };
+    steps.say(&format!("{what}; the client asks every 10 ms"));
+
+    let limit = args.profile.takeover_limit();
+    let mut v4: Option<Outage> = None;
+    let mut v6: Option<Outage> = None;
+    let from = prober.len().saturating_sub(5);
+    let started = Instant::now();
+    while v4.is_none() || v6.is_none() {
+        pause(Duration::from_millis(10))?;
+        let rounds = prober.rounds_from(from);
+        v4 = v4.or_else(|| probe::outage(&rounds, Family::V4, failed_at, old_mac));
+        v6 = v6.or_else(|| probe::outage(&rounds, Family::V6, failed_at, old_mac));
+        if started.elapsed() > limit {
+            return Err(Stop::failed(format!(
+                "no other host answered for {} within {} s of the failure (profile {}).\n{}",
+                if v4.is_none() {
+                    VIP4.to_string()
+                } else {
+                    VIP6.to_string()
+                },
+                limit.as_secs(),
+                args.profile.name(),
+                lab.log_tails(5)
+            )));
+        }
+        if let Some(why) = prober.stopped() {
+            return Err(Stop::failed(why));
+        }
+    }
+    let (v4, v6) = (
+        v4.expect("loop ends with both"),
+        v6.expect("loop ends with both"),
+    );
+    let name_of = |mac: Mac| {
+        lab.host_by_mac(mac)
+            .map_or_else(|| format!("an unknown host ({mac})"), |h| h.name.clone())
+    };
+    let new_owner = name_of(v4.new_mac);
+    steps.say(&format!(
+        "{VIP4} answers from {new_owner} ({}) {} ms after the failure",
+        v4.new_mac,
+        ms(v4.takeover)
+    ));
+    Steps::block(&describe(&v4, VIP4.to_string()));
+    Steps::block(&describe(&v6, VIP6.to_string()));
+    if v6.new_mac != v4.new_mac {
+        Steps::block(&format!(
+            "note: {VIP6} moved to {} but {VIP4} to {new_owner}",
+            name_of(v6.new_mac)
+        ));
+    }
+    if args.scenario == Scenario::Graceful {
+        let exit = lab
+            .wait_exit(owner, Duration::from_secs(15))
+            .unwrap_or_else(|| "still running after 15 s".into());
+        Steps::block(&format!("{owner}'s speaker: {exit}"));
+    }
+
+    // The survivors' view, once one of them names the new owner (bounded).
+    let survivor = lab
+        .hosts
+        .iter()
+        .find(|h| h.name == new_owner)
+        .or_else(|| lab.hosts.iter().find(|h| h.name != owner))
+        .map(|h| h.ns.clone())
+        .ok_or("no surviving host")?;
+    let mut shown = None;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Ok(s) = status(&survivor)
+            && owner_of(&s, &VIP4.to_string()).as_deref() == Some(new_owner.as_str())
+        {
+            shown = Some(s);
+            break;
+        }
+        pause(Duration::from_millis(100))?;
+    }
+    match shown {
+        Some(s) => {
+            steps.say(&format!("{new_owner}'s view now:"));
+            Steps::block(&render(&s));
+        }
+        None => steps.say(&format!(
+            "(the survivors' status did not name {new_owner} as the owner within 10 s)"
+        )),
+    }
+    let fields = format!(
+        "silent_ms={} takeover_ms={} unanswered={} v6_silent_ms={} v6_takeover_ms={}",
+        ms(v4.silent),
+        ms(v4.takeover),
+        v4.unanswered,
+        ms(v6.silent),
+        ms(v6.takeover)
+    );
+    Ok((new_owner, fields))
+}
+
+/// One line on what the client saw for one VIP.
+fn describe(o: &Outage, vip: String) -> String {
+    let mut text = if o.unanswered == 0 {
+        format!("{vip}: every question was answered (no gap at 10 ms resolution)")
+    } else {
+        format!(
+            "{vip}: no answer for {} ms ({} questions unanswered), new owner after {} ms",
+            ms(o.silent),
+            o.unanswered,
+            ms(o.takeover)
+        )
+    };
+    if o.both > 0 {
+        let _ = write!(
+            text,
+            "; {} round(s) heard both the old and the new owner",
+            o.both
+        );
+    }
+    text
+}
+
+/// Asks the speaker in `ns` for its status.
+fn status(ns: &str) -> Result<Status, String> {
+    let addr = HTTP.parse().expect("a socket address");
+    let body = netns::run_in(ns, || {
+        netns::http_get(addr, "/status", Duration::from_secs(2))
+    })
+    .map_err(|e| e.to_string())??;
+    serde_json::from_str(&body).map_err(|e| format!("{ns}: bad /status: {e}"))
+}
+
+fn owner_of(s: &Status, vip: &str) -> Option<String> {
+    s.vips
+        .iter()
+        .find(|v| v.vip == vip)
+        .and_then(|v| v.owner.clone())
+}
+
+/// Waits until every host sees all hosts alive and names the same owner for both VIPs, and the
+/// client hears that owner (only it) for both. The owner and its status.
+fn settle(lab: &mut Lab, prober: &Prober, limit: Duration) -> Result<(String, Status), Stop> {
+    let start = Instant::now();
+    let n = lab.hosts.len();
+    let mut waiting_for;
+    loop {
+        check_interrupt()?;
+        if let Some((host, exit)) = lab.exited().into_iter().next() {
+            return Err(Stop::failed(format!(
+                "{host}'s speaker exited ({exit}).\n{}",
+                lab.log_tails(10)
+            )));
+        }
+        if let Some(why) = prober.stopped() {
+            return Err(Stop::failed(why));
+        }
+        match agreed_owner(lab, n) {
+            Err(why) => waiting_for = why,
+            Ok((owner, status)) => {
+                let mac = lab.host(&owner).map(|h| h.mac);
+                let heard = prober.latest().is_some_and(|r| {
+                    r.v4.len() == 1
+                        && Some(r.v4[0]) == mac
+                        && r.v6.len() == 1
+                        && Some(r.v6[0]) == mac
+                });
+                if heard {
+                    return Ok((owner, status));
+                }
+                waiting_for = format!("the client to hear {owner} answer for {VIP4} and {VIP6}");
+            }
+        }
+        if start.elapsed() > limit {
+            return Err(Stop::failed(format!(
+                "the cluster did not settle within {} s: still waiting for {waiting_for}.\n\
+                 Last log lines:\n{}",
+                limit.as_secs(),
+                lab.log_tails(5)
+            )));
+        }
+        pause(Duration::from_millis(100))?;
+    }
+}
+
+/// The owner every host names while seeing all `n` hosts alive, or what is missing.
+fn agreed_owner(lab: &Lab, n: usize) -> Result<(String, Status), String> {
+    let mut owner: Option<(String, Status)> = None;
+    for h in &lab.hosts {
+        let s = status(&h.ns).map_err(|e| format!("{}'s status ({e})", h.name))?;
+        let alive = s.members.iter().filter(|m| m.state == "alive").count();
+        if alive != n {
+            return Err(format!(
+                "{} to see {n} hosts alive (it sees {alive})",
+                h.name
+            ));
+        }
+        let o4 = owner_of(&s, &VIP4.to_string());
+        let o6 = owner_of(&s, &VIP6.to_string());
+        let Some(o) = o4.filter(|o| Some(o) == o6.as_ref()) else {
+            return Err(format!("{} to name one owner for both VIPs", h.name));
+        };
+        match &owner {
+            None => owner = Some((o, s)),
+            Some((first, _)) if *first != o => {
+                return Err(format!("the hosts to agree ({first} or {o})"));
+            }
+            Some(_) => {}
+        }
+    }
+    let (o, _) = owner.ok_or("hosts")?;
+    // The owner's own view, for display.
+    let ns = lab
+        .host(&o)
+        .map(|h| h.ns.clone())
+        .ok_or("the owner to be a lab host")?;
+    let s = status(&ns).map_err(|e| format!("{o}'s status ({e})"))?;
+    Ok((o, s))
+}
+
+/// What to type to poke at a kept lab.
+fn print_keep_help(lab: &Lab, exe: &std::path::Path, args: &Args, owner: &str) {
+    let exe = exe.display();
+    let p = &args.prefix;
+    let prefix_arg = if p == DEFAULT_PREFIX {
+        String::new()
+    } else {
+        format!(" --prefix {p}")
+    };
+    let first = &lab.hosts[0];
+    let mut t = String::new();
+    let _ = writeln!(t, "\nThe lab keeps running (--keep). To poke at it:");
+    let _ = writeln!(
+        t,
+        "  ip netns exec {} {exe} status          # the cluster as {} sees it",
+        first.ns, first.name
+    );
+    let _ = writeln!(
+        t,
+        "  {exe} lab --watch{prefix_arg}                   # who answers for {VIP4}, from the client"
+    );
+    for h in &lab.hosts {
+        if let Some(pid) = h.pid
+            && h.speaker.is_some()
+        {
+            let _ = writeln!(
+                t,
+                "  kill -9 {pid}   # crash {}'s speaker (kill -STOP / -CONT freezes and thaws it)",
+                h.name
+            );
+        }
+    }
+    let _ = writeln!(
+        t,
+        "  ip -n {} link set {} down   # unplug a host (up plugs it back)",
+        lab.bridge_ns(),
+        first.name
+    );
+    if args.scenario == Scenario::HostLoss {
+        let _ = writeln!(
+            t,
+            "  ip -n {} link set {owner} up     # plug {owner} back in (the lab unplugged it)",
+            lab.bridge_ns()
+        );
+    }
+    let _ = writeln!(
+        t,
+        "  tail -f {}/host-*.log              # the speakers' logs (JSON lines)",
+        lab.dir.display()
+    );
+    let _ = writeln!(
+        t,
+        "  ip netns exec {} bash               # a shell on the client (198.18.0.2)",
+        lab.client_ns()
+    );
+    let _ = writeln!(t, "When done:\n  {exe} lab --down{prefix_arg}");
+    print!("{t}");
+}
