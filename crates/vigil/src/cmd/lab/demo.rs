@@ -141,6 +141,8 @@ fn fail_over(
         }
         Scenario::Crash => {
             lab.signal(owner, Signal::SIGKILL)?;
+            // Reaped at once (SIGKILL cannot be caught), so the lab knows it is gone.
+            let _ = lab.wait_exit(owner, Duration::from_secs(5));
             format!("crash: SIGKILL to {owner}'s speaker (pid {old_pid})")
         }
         Scenario::Graceful => {
@@ -365,7 +367,7 @@ fn agreed_owner(lab: &Lab, n: usize) -> Result<(String, Status), String> {
     Ok((o, s))
 }
 
-/// What to type to poke at a kept lab.
+/// What to type to poke at a kept lab: commands with their comments aligned.
 fn print_keep_help(lab: &Lab, exe: &std::path::Path, args: &Args, owner: &str) {
     let exe = exe.display();
     let p = &args.prefix;
@@ -375,51 +377,52 @@ fn print_keep_help(lab: &Lab, exe: &std::path::Path, args: &Args, owner: &str) {
         format!(" --prefix {p}")
     };
     let first = &lab.hosts[0];
-    let mut t = String::new();
-    let _ = writeln!(t, "\nThe lab keeps running (--keep). To poke at it:");
-    let _ = writeln!(
-        t,
-        "  ip netns exec {} {exe} status          # the cluster as {} sees it",
-        first.ns, first.name
-    );
-    let _ = writeln!(
-        t,
-        "  {exe} lab --watch{prefix_arg}                   # who answers for {VIP4}, from the client"
-    );
-    for h in &lab.hosts {
-        if let Some(pid) = h.pid
-            && h.speaker.is_some()
-        {
-            let _ = writeln!(
-                t,
-                "  kill -9 {pid}   # crash {}'s speaker (kill -STOP / -CONT freezes and thaws it)",
-                h.name
-            );
+    let br = lab.bridge_ns();
+    let mut lines: Vec<(String, String)> = vec![
+        (
+            format!("ip netns exec {} {exe} status", first.ns),
+            format!("the cluster as {} sees it", first.name),
+        ),
+        (
+            format!("{exe} lab --watch{prefix_arg}"),
+            format!("who answers for {VIP4} and {VIP6}, from the client"),
+        ),
+    ];
+    for h in lab.hosts.iter().filter(|h| h.speaker.is_some()) {
+        if let Some(pid) = h.pid {
+            lines.push((
+                format!("kill -9 {pid}"),
+                format!(
+                    "crash {}'s speaker (kill -STOP/-CONT freeze and thaw it)",
+                    h.name
+                ),
+            ));
         }
     }
-    let _ = writeln!(
-        t,
-        "  ip -n {} link set {} down   # unplug a host (up plugs it back)",
-        lab.bridge_ns(),
-        first.name
-    );
     if args.scenario == Scenario::HostLoss {
-        let _ = writeln!(
-            t,
-            "  ip -n {} link set {owner} up     # plug {owner} back in (the lab unplugged it)",
-            lab.bridge_ns()
-        );
+        lines.push((
+            format!("ip -n {br} link set {owner} up"),
+            format!("plug {owner} back in (the lab unplugged it)"),
+        ));
+    } else {
+        lines.push((
+            format!("ip -n {br} link set {} down", first.name),
+            format!("unplug {} (up plugs it back in)", first.name),
+        ));
     }
-    let _ = writeln!(
-        t,
-        "  tail -f {}/host-*.log              # the speakers' logs (JSON lines)",
-        lab.dir.display()
-    );
-    let _ = writeln!(
-        t,
-        "  ip netns exec {} bash               # a shell on the client (198.18.0.2)",
-        lab.client_ns()
-    );
+    lines.push((
+        format!("tail -f {}/host-*.log", lab.dir.display()),
+        "the speakers' logs (JSON lines)".into(),
+    ));
+    lines.push((
+        format!("ip netns exec {} bash", lab.client_ns()),
+        format!("a shell on the client ({CLIENT4})"),
+    ));
+    let width = lines.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+    let mut t = String::from("\nThe lab keeps running (--keep). To poke at it:\n");
+    for (command, comment) in &lines {
+        let _ = writeln!(t, "  {command:<width$}  # {comment}");
+    }
     let _ = writeln!(t, "When done:\n  {exe} lab --down{prefix_arg}");
     print!("{t}");
 }

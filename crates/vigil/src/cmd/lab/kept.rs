@@ -47,8 +47,13 @@ pub(super) fn down(prefix: &str) -> ExitCode {
 /// change, until Ctrl-C or 10 minutes.
 pub(super) fn watch(prefix: &str) -> Result<(), Stop> {
     let client = cluster::ns_name(prefix, "client");
-    let (ifindex, mac) = cluster::link(&client)
-        .map_err(|e| Stop::failed(format!("no running lab with prefix {prefix}? ({e})")))?;
+    if !cluster::namespaces_with(prefix)?.contains(&client) {
+        return Err(Stop::failed(format!(
+            "no lab with prefix {prefix} is running (no namespace {client}; start one with \
+             `vigil lab --keep`)"
+        )));
+    }
+    let (ifindex, mac) = cluster::link(&client)?;
     let mut names: Vec<(Mac, String)> = Vec::new();
     for ns in cluster::namespaces_with(prefix)? {
         let host = ns.trim_start_matches(&format!("{prefix}-")).to_string();
@@ -103,7 +108,8 @@ pub(super) fn watch(prefix: &str) -> Result<(), Stop> {
             .into_iter()
             .enumerate()
             {
-                let answers = r.answers(family).to_vec();
+                let mut answers = r.answers(family).to_vec();
+                answers.sort_unstable();
                 if last[i].as_ref().is_some_and(|(a, _)| *a == answers) {
                     continue;
                 }

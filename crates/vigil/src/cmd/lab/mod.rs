@@ -56,7 +56,7 @@ pub const DEFAULT_PREFIX: &str = "vigil-lab";
 /// Run a failover lab in network namespaces and watch the VIP move (as root).
 #[derive(Debug, Parser)]
 pub struct Args {
-    /// How many hosts run a speaker.
+    /// How many hosts run a speaker (2 to 16).
     #[arg(long, short = 'n', default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=16))]
     pub nodes: u8,
 
@@ -118,7 +118,7 @@ pub enum LabProfile {
     Fast,
     /// Go memberlist's DefaultLANConfig.
     Lan,
-    /// Go memberlist's DefaultWANConfig (detection takes minutes).
+    /// Go memberlist's DefaultWANConfig (detection takes tens of seconds).
     Wan,
     /// Go memberlist's DefaultLocalConfig.
     Local,
