@@ -279,3 +279,42 @@ fn bad_options_are_refused_before_anything_starts() {
         assert!(err.contains(args[0]), "{args:?}: {err}");
     }
 }
+
+/// Without `ip`, or without root, the lab says what is missing and makes nothing.
+#[test]
+fn missing_ip_or_root_is_a_clear_error() {
+    if !root_or_skip("missing_ip_or_root_is_a_clear_error") {
+        return;
+    }
+    let p = prefix("pre");
+    let _cleanup = Cleanup(p.clone());
+    let out = Command::new(VIGIL)
+        .args(["lab", "--prefix", &p])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("install iproute2"), "{err}");
+
+    // As nobody (through setpriv, where util-linux has it): a copy of the binary in /tmp, so
+    // that the build directory's permissions do not matter.
+    if Command::new("setpriv").arg("--help").output().is_ok() {
+        let copy = std::env::temp_dir().join(format!("{p}-vigil"));
+        std::fs::copy(VIGIL, &copy).unwrap();
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&copy)
+            .args(["lab", "--prefix", &p])
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&copy);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("vigil lab: needs root to create network namespaces"),
+            "{err}"
+        );
+    }
+    assert_eq!(namespaces(&p), Vec::<String>::new());
+}
