@@ -108,6 +108,14 @@ fn a_host_loss_moves_the_vip_and_leaves_nothing() {
 }
 
 #[test]
+fn a_frozen_owner_loses_the_vip_and_leaves_nothing() {
+    scenario_moves_the_vip_and_leaves_nothing(
+        "a_frozen_owner_loses_the_vip_and_leaves_nothing",
+        "freeze",
+    );
+}
+
+#[test]
 fn a_graceful_stop_moves_the_vip_and_leaves_nothing() {
     scenario_moves_the_vip_and_leaves_nothing(
         "a_graceful_stop_moves_the_vip_and_leaves_nothing",

@@ -139,6 +139,10 @@ fn fail_over(
                 lab.bridge_ns()
             )
         }
+        Scenario::Freeze => {
+            lab.signal(owner, Signal::SIGSTOP)?;
+            format!("freeze: SIGSTOP to {owner}'s speaker (pid {old_pid})")
+        }
         Scenario::Crash => {
             lab.signal(owner, Signal::SIGKILL)?;
             // Reaped at once (SIGKILL cannot be caught), so the lab knows it is gone.
@@ -398,6 +402,14 @@ fn print_keep_help(lab: &Lab, exe: &std::path::Path, args: &Args, owner: &str) {
                 ),
             ));
         }
+    }
+    if args.scenario == Scenario::Freeze
+        && let Some(pid) = lab.host(owner).and_then(|h| h.pid)
+    {
+        lines.push((
+            format!("kill -CONT {pid}"),
+            format!("thaw {owner}'s speaker (the lab froze it)"),
+        ));
     }
     if args.scenario == Scenario::HostLoss {
         lines.push((

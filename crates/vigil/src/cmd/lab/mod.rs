@@ -38,6 +38,7 @@ torn down, also on Ctrl-C.
 
 Scenarios:
   host-loss  the owner's host vanishes: its link goes down on the bridge
+  freeze     the owner's speaker is frozen with SIGSTOP (a hung host)
   crash      the owner's speaker is killed with SIGKILL
   graceful   the owner's speaker is stopped with SIGTERM (it leaves the cluster)
   none       no failure: build, settle and show the cluster (useful with --keep)
@@ -92,6 +93,8 @@ pub struct Args {
 pub enum Scenario {
     /// The owner's host vanishes: its link goes down on the bridge.
     HostLoss,
+    /// The owner's speaker is frozen with SIGSTOP (a hung host: its kernel still runs).
+    Freeze,
     /// The owner's speaker is killed with SIGKILL.
     Crash,
     /// The owner's speaker is stopped with SIGTERM and leaves the cluster.
@@ -104,6 +107,7 @@ impl Scenario {
     fn name(self) -> &'static str {
         match self {
             Self::HostLoss => "host-loss",
+            Self::Freeze => "freeze",
             Self::Crash => "crash",
             Self::Graceful => "graceful",
             Self::None => "none",
@@ -324,6 +328,7 @@ mod tests {
             (Scenario::Graceful, LabProfile::Lan)
         );
         assert_eq!(parse(&["-s", "crash"]).unwrap().scenario, Scenario::Crash);
+        assert_eq!(parse(&["-s", "freeze"]).unwrap().scenario, Scenario::Freeze);
         assert_eq!(
             parse(&["-s", "host-loss"]).unwrap().scenario,
             Scenario::HostLoss
