@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use vigil_l2::wire::ethernet::Address as Mac;
 
 /// Prints steps with the time since the start.
-pub(super) struct Steps {
+struct Steps {
     start: Instant,
 }
 
