@@ -5,7 +5,7 @@
 //! input it drains the announcer's transmit queue, so an answer leaves within the same wake-up
 //! as its question.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use vigil_l2::wire::ethernet::Address as EthernetAddress;
-use vigil_l2::{Announcer, Interface, Stats, TransmitKind, Vip};
+use vigil_l2::{Announcer, Event as AnnouncerEvent, Interface, Stats, TransmitKind, Vip};
 
 use crate::netlink::{self, Event, Link, Watch};
 use crate::packet_socket::{Filter, PacketSocket};
@@ -29,6 +29,9 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 const FRAMES_PER_WAKEUP: usize = 256;
 /// Receive buffer: more than any ARP or neighbour solicitation needs.
 const FRAME_BUFFER: usize = 4096;
+/// Announcer events kept for [`Handle::take_events`]; past this the oldest are dropped, so a
+/// caller that never takes them costs bounded memory and still sees the latest.
+const MAX_EVENTS: usize = 1024;
 
 /// Driver settings.
 #[derive(Debug, Clone, Default)]
@@ -81,6 +84,17 @@ pub enum Command {
     SetOwned(Vec<Vip>),
     /// Restart the takeover series of every owned VIP.
     Reannounce,
+    /// Hand these owned VIPs over (see [`Announcer::hand_over`]): keep answering until a
+    /// successor's claim is heard, at most `bound`. Each ends with an
+    /// [`AnnouncerEvent::HandedOver`] from [`Handle::take_events`]. Send it before the
+    /// [`Command::SetOwned`] that leaves them out. While an IPv6 VIP is handed over, each
+    /// interface gets a second socket that lets the successor's advertisements in.
+    HandOver {
+        /// The VIPs.
+        vips: Vec<IpAddr>,
+        /// The longest they are answered for.
+        bound: Duration,
+    },
     /// Stop the driver.
     Shutdown,
 }
@@ -95,9 +109,19 @@ pub struct Handle {
     commands: Sender<Command>,
     wake: Arc<UnixStream>,
     stats: Arc<Mutex<DriverStats>>,
+    events: Arc<Mutex<VecDeque<AnnouncerEvent>>>,
 }
 
 impl Handle {
+    /// The announcer's events since the last call, oldest first.
+    pub fn take_events(&self) -> Vec<AnnouncerEvent> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+            .collect()
+    }
+
     /// Sends a command and wakes the driver.
     pub fn send(&self, command: Command) -> Result<(), Stopped> {
         self.commands.send(command).map_err(|_| Stopped)?;
@@ -126,6 +150,9 @@ struct Responder {
     socket: PacketSocket,
     iface: Interface,
     joined: BTreeSet<Ipv6Addr>,
+    /// While an IPv6 VIP is handed over: a socket that lets neighbour advertisements in (the
+    /// responder's own filter passes solicitations only), so the successor's claim is heard.
+    claims: Option<PacketSocket>,
 }
 
 /// Runs an [`Announcer`] over AF_PACKET sockets, following netlink.
@@ -137,6 +164,7 @@ pub struct Driver {
     commands: Receiver<Command>,
     wake: UnixStream,
     shared_stats: Arc<Mutex<DriverStats>>,
+    shared_events: Arc<Mutex<VecDeque<AnnouncerEvent>>>,
     stats: DriverStats,
     links: BTreeMap<u32, Link>,
     ipv6: BTreeMap<u32, BTreeSet<Ipv6Addr>>,
@@ -156,10 +184,12 @@ impl Driver {
         wake_tx.set_nonblocking(true)?;
         let (tx, rx) = mpsc::channel();
         let shared_stats = Arc::new(Mutex::new(DriverStats::default()));
+        let shared_events = Arc::new(Mutex::new(VecDeque::new()));
         let handle = Handle {
             commands: tx,
             wake: Arc::new(wake_tx),
             stats: Arc::clone(&shared_stats),
+            events: Arc::clone(&shared_events),
         };
         let mut driver = Self {
             announcer: Announcer::new(config.announcer.clone()),
@@ -168,6 +198,7 @@ impl Driver {
             commands: rx,
             wake,
             shared_stats,
+            shared_events,
             stats: DriverStats::default(),
             links: BTreeMap::new(),
             ipv6: BTreeMap::new(),
@@ -215,12 +246,25 @@ impl Driver {
                 .poll_timeout()
                 .map_or(MAX_WAIT, |at| at.saturating_duration_since(now))
                 .min(MAX_WAIT);
+            self.sync_claim_listeners();
             let indexes: Vec<u32> = self.responders.keys().copied().collect();
+            let listening: Vec<u32> = self
+                .responders
+                .iter()
+                .filter(|(_, r)| r.claims.is_some())
+                .map(|(index, _)| *index)
+                .collect();
             let ready = {
                 let mut fds: Vec<BorrowedFd<'_>> = vec![self.wake.as_fd(), self.watch.as_fd()];
                 fds.extend(self.responders.values().map(|r| r.socket.as_fd()));
+                fds.extend(
+                    self.responders
+                        .values()
+                        .filter_map(|r| r.claims.as_ref().map(AsFd::as_fd)),
+                );
                 poll::wait(&fds, wait)?
             };
+            let (questions, claims) = ready[2..].split_at(indexes.len());
 
             if ready[0] && !self.handle_commands() {
                 return Ok(());
@@ -228,8 +272,11 @@ impl Driver {
             if ready[1] {
                 self.handle_netlink()?;
             }
-            for (ifindex, _) in indexes.iter().zip(&ready[2..]).filter(|(_, r)| **r) {
+            for (ifindex, _) in indexes.iter().zip(questions).filter(|(_, r)| **r) {
                 self.read_frames(*ifindex, &mut buf);
+            }
+            for (ifindex, _) in listening.iter().zip(claims).filter(|(_, r)| **r) {
+                self.read_claims(*ifindex, &mut buf);
             }
         }
     }
@@ -246,6 +293,11 @@ impl Driver {
                     self.flush();
                 }
                 Ok(Command::Reannounce) => self.announcer.reannounce(Instant::now()),
+                Ok(Command::HandOver { vips, bound }) => {
+                    self.announcer.hand_over(Instant::now(), bound, vips);
+                    self.sync_groups();
+                    self.flush();
+                }
                 Ok(Command::Shutdown) => return false,
                 Err(mpsc::TryRecvError::Empty) => return true,
                 Err(mpsc::TryRecvError::Disconnected) => return false,
@@ -332,6 +384,7 @@ impl Driver {
                                 socket,
                                 iface: iface.clone(),
                                 joined: BTreeSet::new(),
+                                claims: None,
                             },
                         );
                     }
@@ -391,6 +444,52 @@ impl Driver {
         }
     }
 
+    /// Opens a claim listener on every IPv6 responder while an IPv6 VIP is handed over, and
+    /// closes them all once none is.
+    fn sync_claim_listeners(&mut self) {
+        let wanted = self.announcer.handing_over().any(|vip| vip.is_ipv6());
+        for (index, responder) in &mut self.responders {
+            if !wanted || !responder.iface.ndp {
+                responder.claims = None;
+            } else if responder.claims.is_none() {
+                match PacketSocket::open(*index, Filter::Answers) {
+                    Ok(socket) => responder.claims = Some(socket),
+                    // Without it the handover ends at its bound: slower, not wrong.
+                    Err(_) => self.stats.socket_errors += 1,
+                }
+            }
+        }
+    }
+
+    /// Feeds the neighbour advertisements from a claim listener to the announcer (its ARP
+    /// frames also reach the responder's socket, so they are skipped here).
+    fn read_claims(&mut self, ifindex: u32, buf: &mut [u8]) {
+        for _ in 0..FRAMES_PER_WAKEUP {
+            let Some(socket) = self
+                .responders
+                .get(&ifindex)
+                .and_then(|r| r.claims.as_ref())
+            else {
+                return;
+            };
+            match socket.recv(buf) {
+                Ok(Some(n)) => {
+                    let ipv6 = n >= 14 && buf[12..14] == [0x86, 0xdd];
+                    if ipv6 {
+                        self.announcer
+                            .handle_frame(Instant::now(), ifindex, &buf[..n]);
+                        self.flush();
+                    }
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    self.stats.recv_errors += 1;
+                    return;
+                }
+            }
+        }
+    }
+
     fn read_frames(&mut self, ifindex: u32, buf: &mut [u8]) {
         for _ in 0..FRAMES_PER_WAKEUP {
             let Some(responder) = self.responders.get(&ifindex) else {
@@ -436,6 +535,22 @@ impl Driver {
     }
 
     fn publish(&mut self) {
+        let fresh: Vec<AnnouncerEvent> =
+            std::iter::from_fn(|| self.announcer.poll_event()).collect();
+        if !fresh.is_empty() {
+            // A handed-over IPv6 VIP leaves its solicited-node group.
+            self.sync_groups();
+            let mut events = self
+                .shared_events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for event in fresh {
+                if events.len() >= MAX_EVENTS {
+                    events.pop_front();
+                }
+                events.push_back(event);
+            }
+        }
         self.stats.announcer = *self.announcer.stats();
         let mut shared = self
             .shared_stats

@@ -28,6 +28,17 @@
 //! of gratuitous ARP (a request and a reply) or an unsolicited advertisement (O=1, to all-nodes)
 //! at once, then more rounds on the [`Config::takeover_rounds`] schedule, then optionally one
 //! every [`Config::refresh_interval`].
+//!
+//! # Graceful handover
+//!
+//! A node that is about to stop calls [`Announcer::hand_over`] before it tells the cluster it
+//! leaves. Its VIPs then stop their gratuitous rounds (they would fight the successor's) but
+//! keep being answered, so a client asking in the meantime still gets an answer. A VIP goes
+//! silent on an interface once another MAC claims it there (a gratuitous ARP, an ARP reply
+//! or an unsolicited advertisement naming the VIP): the successor has spoken, and its own
+//! gratuitous series goes on after us, so neighbour caches end on its MAC. Once silent on
+//! every interface, or when the bound passes first (no successor, or none heard), the VIP is
+//! dropped and [`Event::HandedOver`] comes out of [`Announcer::poll_event`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -168,7 +179,38 @@ pub struct Stats {
     pub unsolicited_na_sent: u64,
     /// Frames dropped because the transmit queue was full.
     pub transmit_queue_full: u64,
+    /// VIPs handed over after a successor's claim was seen on every interface.
+    pub handed_over: u64,
+    /// VIPs dropped when the handover bound passed before a successor was heard.
+    pub handover_expired: u64,
+    /// Events dropped because the event queue was full.
+    pub events_dropped: u64,
 }
+
+/// Something the caller may want to act on, from [`Announcer::poll_event`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Another host claimed a VIP this node announces, on an interface it announces it on
+    /// (outside a handover: a conflict, e.g. both sides of a partition announce).
+    Claimed {
+        /// The VIP.
+        vip: IpAddr,
+        /// Where the claim was heard.
+        ifindex: u32,
+        /// The MAC the claim names.
+        by: EthernetAddress,
+    },
+    /// A VIP under [`Announcer::hand_over`] went silent and is no longer owned.
+    HandedOver {
+        /// The VIP.
+        vip: IpAddr,
+        /// The MAC whose claim was heard, or `None` when the bound passed first.
+        successor: Option<EthernetAddress>,
+    },
+}
+
+/// At most this many events wait in the event queue; more are dropped and counted.
+const MAX_QUEUED_EVENTS: usize = 1024;
 
 /// Where a VIP stands in its announcement schedule on one interface.
 #[derive(Debug, Clone, Copy)]
@@ -186,7 +228,11 @@ enum Verdict {
     BadHopLimit,
     NotOwned,
     WrongInterface,
-    Conflict,
+    /// Another MAC claims an owned VIP.
+    Claim {
+        vip: IpAddr,
+        by: EthernetAddress,
+    },
     Answer(Transmit),
 }
 
@@ -199,6 +245,13 @@ pub struct Announcer {
     schedules: BTreeMap<(IpAddr, u32), Schedule>,
     queue: VecDeque<Transmit>,
     stats: Stats,
+    /// VIPs being handed over, with the instant they go silent at the latest.
+    handover: BTreeMap<IpAddr, Instant>,
+    /// (VIP, interface) pairs of a handover where a successor's claim was heard, with its MAC.
+    claimed: BTreeMap<(IpAddr, u32), EthernetAddress>,
+    /// The last claim by another MAC heard for each owned (VIP, interface) outside a handover.
+    recent_claims: BTreeMap<(IpAddr, u32), (EthernetAddress, Instant)>,
+    events: VecDeque<Event>,
 }
 
 impl Announcer {
@@ -211,6 +264,10 @@ impl Announcer {
             schedules: BTreeMap::new(),
             queue: VecDeque::new(),
             stats: Stats::default(),
+            handover: BTreeMap::new(),
+            claimed: BTreeMap::new(),
+            recent_claims: BTreeMap::new(),
+            events: VecDeque::new(),
         }
     }
 
@@ -222,6 +279,11 @@ impl Announcer {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The VIPs being handed over (see [`Announcer::hand_over`]).
+    pub fn handing_over(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.handover.keys().copied()
     }
 
     /// The VIPs currently owned.
@@ -270,21 +332,90 @@ impl Announcer {
         self.interfaces.remove(&ifindex);
         self.schedules.retain(|(_, index), _| *index != ifindex);
         self.queue.retain(|t| t.ifindex != ifindex);
+        self.claimed.retain(|(_, index), _| *index != ifindex);
+        self.recent_claims.retain(|(_, index), _| *index != ifindex);
+        self.settle_handover();
     }
 
     /// Replaces the set of owned VIPs. Newly owned VIPs start their takeover series at once.
     /// VIPs no longer owned go silent at once: their schedules and any queued frames about them
-    /// are dropped. VIPs owned before and after keep their schedules.
+    /// are dropped. VIPs owned before and after keep their schedules. A VIP being handed over
+    /// is not affected by its absence (its handover runs to its end); listed again, it is
+    /// taken back: the handover is cancelled and a fresh takeover series starts.
     pub fn set_owned(&mut self, now: Instant, vips: impl IntoIterator<Item = Vip>) {
-        self.owned = vips
+        let mut owned: BTreeMap<IpAddr, InterfaceSet> = vips
             .into_iter()
             .map(|vip| (vip.addr, vip.interfaces))
             .collect();
+        let taken_back: Vec<IpAddr> = self
+            .handover
+            .keys()
+            .filter(|vip| owned.contains_key(vip))
+            .copied()
+            .collect();
+        for vip in taken_back {
+            self.handover.remove(&vip);
+            self.claimed.retain(|(addr, _), _| *addr != vip);
+        }
+        for vip in self.handover.keys() {
+            if let Some(set) = self.owned.get(vip) {
+                owned.insert(*vip, set.clone());
+            }
+        }
+        self.owned = owned;
+        let owned = &self.owned;
+        self.recent_claims
+            .retain(|(vip, _), _| owned.contains_key(vip));
         self.reconcile(now);
+        self.settle_handover();
     }
 
-    /// Restarts the takeover series of every owned VIP on every interface, for when the caller
-    /// has reason to think the network forgot us (e.g. a partition healed).
+    /// Starts handing over these owned VIPs (see the [module docs](self)): no more gratuitous
+    /// rounds, answers go on until a successor's claim is heard on each interface or until
+    /// `now + bound`, whichever comes first. Each VIP then ends with [`Event::HandedOver`].
+    /// A claim heard within `bound` before this call counts: the successor may have spoken
+    /// just before we learnt that it would. VIPs already handing over keep their bound; VIPs
+    /// not owned are ignored.
+    pub fn hand_over(
+        &mut self,
+        now: Instant,
+        bound: Duration,
+        vips: impl IntoIterator<Item = IpAddr>,
+    ) {
+        let deadline = now + bound;
+        for vip in vips {
+            if self.owned.contains_key(&vip) && !self.handover.contains_key(&vip) {
+                self.handover.insert(vip, deadline);
+                for ((addr, index), (by, at)) in &self.recent_claims {
+                    if *addr == vip && now.saturating_duration_since(*at) <= bound {
+                        self.claimed.insert((vip, *index), *by);
+                    }
+                }
+            }
+        }
+        let handover = &self.handover;
+        self.schedules
+            .retain(|(vip, _), _| !handover.contains_key(vip));
+        self.queue.retain(|t| {
+            !(handover.contains_key(&t.vip)
+                && matches!(
+                    t.kind,
+                    TransmitKind::GratuitousArp | TransmitKind::UnsolicitedNeighborAdvert
+                ))
+        });
+        self.expire_handovers(now);
+        self.settle_handover();
+    }
+
+    /// The next event, if any.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Restarts the takeover series of every owned VIP on every interface (except VIPs being
+    /// handed over), for when the caller has reason to think the network forgot us (e.g. a
+    /// partition healed).
     pub fn reannounce(&mut self, now: Instant) {
         self.schedules.clear();
         self.reconcile(now);
@@ -292,7 +423,7 @@ impl Announcer {
 
     /// Handles one received frame. Malformed or unwanted frames are counted in [`Stats`] and
     /// dropped; this never fails and never panics, whatever the bytes.
-    pub fn handle_frame(&mut self, _now: Instant, ifindex: u32, bytes: &[u8]) {
+    pub fn handle_frame(&mut self, now: Instant, ifindex: u32, bytes: &[u8]) {
         self.stats.frames_received += 1;
         let verdict = self.judge(ifindex, bytes);
         let stats = &mut self.stats;
@@ -302,7 +433,10 @@ impl Announcer {
             Verdict::BadHopLimit => stats.ndisc_bad_hop_limit += 1,
             Verdict::NotOwned => stats.not_owned += 1,
             Verdict::WrongInterface => stats.wrong_interface += 1,
-            Verdict::Conflict => stats.conflicts += 1,
+            Verdict::Claim { vip, by } => {
+                stats.conflicts += 1;
+                self.on_claim(now, vip, ifindex, by);
+            }
             Verdict::Answer(transmit) => {
                 match transmit.kind {
                     TransmitKind::ArpReply => stats.arp_requests_answered += 1,
@@ -313,8 +447,9 @@ impl Announcer {
         }
     }
 
-    /// Sends the rounds that are due at `now`.
+    /// Sends the rounds that are due at `now`, and ends handovers whose bound has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire_handovers(now);
         let due: Vec<(IpAddr, u32)> = self
             .schedules
             .iter()
@@ -342,10 +477,95 @@ impl Announcer {
     /// When [`Announcer::handle_timeout`] should next be called, if ever.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.schedules.values().filter_map(|s| s.next_at).min()
+        let rounds = self.schedules.values().filter_map(|s| s.next_at);
+        rounds.chain(self.handover.values().copied()).min()
     }
 
+    /// Another host claimed `vip` on `ifindex`: in a handover, the successor has spoken there;
+    /// otherwise a conflict the caller may want to log.
+    fn on_claim(&mut self, now: Instant, vip: IpAddr, ifindex: u32, by: EthernetAddress) {
+        if !self.announced_on(vip, ifindex) {
+            return;
+        }
+        if self.handover.contains_key(&vip) {
+            self.claimed.insert((vip, ifindex), by);
+            self.queue
+                .retain(|t| !(t.vip == vip && t.ifindex == ifindex));
+            self.settle_handover();
+        } else {
+            self.recent_claims.insert((vip, ifindex), (by, now));
+            self.push_event(Event::Claimed { vip, ifindex, by });
+        }
+    }
+
+    /// Releases handover VIPs that a successor claimed on every interface they are announced
+    /// on (or that have no such interface left).
+    fn settle_handover(&mut self) {
+        let done: Vec<(IpAddr, Option<EthernetAddress>)> = self
+            .handover
+            .keys()
+            .filter_map(|vip| {
+                let mut successor = None;
+                for index in self.interfaces.keys() {
+                    if !self.announced_on(*vip, *index) {
+                        continue;
+                    }
+                    successor = Some(*self.claimed.get(&(*vip, *index))?);
+                }
+                Some((*vip, successor))
+            })
+            .collect();
+        for (vip, successor) in done {
+            if successor.is_some() {
+                self.stats.handed_over += 1;
+            } else {
+                self.stats.handover_expired += 1;
+            }
+            self.release(vip, successor);
+        }
+    }
+
+    fn expire_handovers(&mut self, now: Instant) {
+        let expired: Vec<IpAddr> = self
+            .handover
+            .iter()
+            .filter(|(_, deadline)| **deadline <= now)
+            .map(|(vip, _)| *vip)
+            .collect();
+        for vip in expired {
+            self.stats.handover_expired += 1;
+            self.release(vip, None);
+        }
+    }
+
+    /// Ends `vip`'s handover: silent at once everywhere, no longer owned.
+    fn release(&mut self, vip: IpAddr, successor: Option<EthernetAddress>) {
+        self.handover.remove(&vip);
+        self.claimed.retain(|(addr, _), _| *addr != vip);
+        self.recent_claims.retain(|(addr, _), _| *addr != vip);
+        self.owned.remove(&vip);
+        self.schedules.retain(|(addr, _), _| *addr != vip);
+        self.queue.retain(|t| t.vip != vip);
+        self.push_event(Event::HandedOver { vip, successor });
+    }
+
+    fn push_event(&mut self, event: Event) {
+        if self.events.len() >= MAX_QUEUED_EVENTS {
+            self.stats.events_dropped += 1;
+        } else {
+            self.events.push_back(event);
+        }
+    }
+
+    /// Whether `addr` is owned and may be announced on `ifindex`, and no successor has
+    /// claimed it there during a handover.
     fn is_eligible(&self, addr: IpAddr, ifindex: u32) -> bool {
+        self.announced_on(addr, ifindex) && !self.claimed.contains_key(&(addr, ifindex))
+    }
+
+    /// Whether `addr` is owned and may be announced on `ifindex` (interface set, family and
+    /// MAC permitting).
+    fn announced_on(&self, addr: IpAddr, ifindex: u32) -> bool {
         let (Some(set), Some(iface)) = (self.owned.get(&addr), self.interfaces.get(&ifindex))
         else {
             return false;
@@ -369,6 +589,10 @@ impl Announcer {
         self.queue
             .retain(|t| eligible.contains(&(t.vip, t.ifindex)));
         for key in eligible {
+            if self.handover.contains_key(&key.0) {
+                // Answers only: its gratuitous rounds stopped with the handover.
+                continue;
+            }
             let first = self.config.takeover_rounds.first().copied();
             self.schedules.entry(key).or_insert_with(|| Schedule {
                 started: now,
@@ -513,20 +737,22 @@ impl Announcer {
             .owned
             .contains_key(&IpAddr::V4(repr.source_protocol_addr))
             && repr.source_hardware_addr != iface.mac;
-        if repr.operation != arp::Operation::Request {
-            return if sender_claims_ours {
-                Verdict::Conflict
+        let claim = || {
+            if sender_claims_ours {
+                Verdict::Claim {
+                    vip: IpAddr::V4(repr.source_protocol_addr),
+                    by: repr.source_hardware_addr,
+                }
             } else {
                 Verdict::Ignored
-            };
+            }
+        };
+        if repr.operation != arp::Operation::Request {
+            return claim();
         }
         if repr.source_protocol_addr == repr.target_protocol_addr {
             // A gratuitous request is an announcement, not a question.
-            return if sender_claims_ours {
-                Verdict::Conflict
-            } else {
-                Verdict::Ignored
-            };
+            return claim();
         }
         let dst = frame.dst_addr();
         if !(dst.is_broadcast() || dst == iface.mac) || !repr.source_hardware_addr.is_unicast() {
@@ -592,12 +818,16 @@ impl Announcer {
                 lladdr,
                 ..
             } => {
-                let claims_ours = self.owned.contains_key(&IpAddr::V6(target_addr))
-                    && lladdr.is_some_and(|mac| mac != iface.mac);
-                return if claims_ours {
-                    Verdict::Conflict
-                } else {
-                    Verdict::Ignored
+                return match lladdr {
+                    Some(by)
+                        if by != iface.mac && self.owned.contains_key(&IpAddr::V6(target_addr)) =>
+                    {
+                        Verdict::Claim {
+                            vip: IpAddr::V6(target_addr),
+                            by,
+                        }
+                    }
+                    _ => Verdict::Ignored,
                 };
             }
             ndisc::Repr::NeighborSolicit {

@@ -20,5 +20,5 @@ pub mod frames;
 pub mod wire;
 
 pub use announcer::{
-    Announcer, Config, Interface, InterfaceSet, Stats, Transmit, TransmitKind, Vip,
+    Announcer, Config, Event, Interface, InterfaceSet, Stats, Transmit, TransmitKind, Vip,
 };

@@ -504,3 +504,252 @@ proptest! {
         prop_assert_eq!(accounted(a.stats()), a.stats().frames_received);
     }
 }
+
+const SUCCESSOR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x01]);
+
+/// The successor's gratuitous ARP reply for the IPv4 VIP (the second frame of its round).
+fn successor_garp_reply() -> Vec<u8> {
+    frames::arp_frame(
+        SUCCESSOR_MAC,
+        EthernetAddress::BROADCAST,
+        &arp::Repr {
+            operation: arp::Operation::Reply,
+            source_hardware_addr: SUCCESSOR_MAC,
+            source_protocol_addr: VIP4,
+            target_hardware_addr: EthernetAddress::BROADCAST,
+            target_protocol_addr: VIP4,
+        },
+    )
+}
+
+/// The successor's unsolicited advertisement for the IPv6 VIP.
+fn successor_na() -> Vec<u8> {
+    frames::ndisc_frame(
+        &NdiscAddressing {
+            src_mac: SUCCESSOR_MAC,
+            dst_mac: EthernetAddress::from_ipv6_multicast(ipv6::ALL_NODES),
+            src_ip: VIP6,
+            dst_ip: ipv6::ALL_NODES,
+            hop_limit: 255,
+        },
+        &ndisc::Repr::NeighborAdvert {
+            flags: NeighborFlags::OVERRIDE,
+            target_addr: VIP6,
+            lladdr: Some(SUCCESSOR_MAC),
+        },
+    )
+}
+
+fn hand_over_all(a: &mut Announcer, now: Instant, bound: Duration) {
+    let vips: Vec<IpAddr> = a.owned().map(|(vip, _)| *vip).collect();
+    a.hand_over(now, bound, vips);
+}
+
+fn events(a: &mut Announcer) -> Vec<Event> {
+    std::iter::from_fn(|| a.poll_event()).collect()
+}
+
+/// Whether an ARP question about the IPv4 VIP on `ifindex` is answered now.
+fn answers_arp(a: &mut Announcer, now: Instant, ifindex: u32) -> bool {
+    a.handle_frame(
+        now,
+        ifindex,
+        &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4),
+    );
+    drain(a)
+        .iter()
+        .any(|t| t.kind == TransmitKind::ArpReply && t.ifindex == ifindex)
+}
+
+#[test]
+fn handover_answers_until_the_successor_claims_each_interface() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    hand_over_all(&mut a, t0, Duration::from_secs(1));
+    assert_eq!(a.handing_over().count(), 2);
+    // No more gratuitous rounds: they would fight the successor's. Only the bound is pending.
+    assert_eq!(a.poll_timeout(), Some(t0 + Duration::from_secs(1)));
+    let t1 = t0 + Duration::from_millis(100);
+    a.handle_timeout(t1);
+    assert!(drain(&mut a).is_empty());
+    // Still the owner for clients until the successor speaks.
+    assert!(answers_arp(&mut a, t1, ETH0));
+    assert!(answers_arp(&mut a, t1, ETH1));
+
+    // The successor's gratuitous request on eth0: silent there, still answering on eth1.
+    a.handle_frame(t1, ETH0, &frames::arp_request(SUCCESSOR_MAC, VIP4, VIP4));
+    assert!(!answers_arp(&mut a, t1, ETH0));
+    assert!(answers_arp(&mut a, t1, ETH1));
+    assert!(events(&mut a).is_empty());
+    assert!(a.owned().any(|(v, _)| *v == IpAddr::V4(VIP4)));
+
+    // Its gratuitous reply on eth1: the VIP is handed over.
+    a.handle_frame(t1, ETH1, &successor_garp_reply());
+    assert_eq!(
+        events(&mut a),
+        [Event::HandedOver {
+            vip: IpAddr::V4(VIP4),
+            successor: Some(SUCCESSOR_MAC)
+        }]
+    );
+    assert!(!answers_arp(&mut a, t1, ETH1));
+    assert!(!a.owned().any(|(v, _)| *v == IpAddr::V4(VIP4)));
+
+    // The IPv6 VIP goes the same way, on its unsolicited advertisements.
+    a.handle_frame(t1, ETH0, &successor_na());
+    a.handle_frame(t1, ETH0, &ns(OUR_MAC, VIP6, 255));
+    assert!(drain(&mut a).is_empty(), "no answer on a claimed interface");
+    a.handle_frame(t1, ETH1, &successor_na());
+    assert_eq!(
+        events(&mut a),
+        [Event::HandedOver {
+            vip: IpAddr::V6(VIP6),
+            successor: Some(SUCCESSOR_MAC)
+        }]
+    );
+    assert_eq!(a.stats().handed_over, 2);
+    assert_eq!(a.poll_timeout(), None);
+    assert_eq!(a.owned().count(), 0);
+    assert!(a.solicited_node_groups(ETH0).is_empty());
+}
+
+#[test]
+fn handover_ends_at_its_bound_when_no_successor_speaks() {
+    let t0 = Instant::now();
+    let mut a = owning(t0);
+    let bound = Duration::from_secs(1);
+    hand_over_all(&mut a, t0, bound);
+    let before = t0 + bound - Duration::from_millis(1);
+    a.handle_timeout(before);
+    assert!(answers_arp(&mut a, before, ETH0));
+    assert!(events(&mut a).is_empty());
+    // A claim by our own MAC (looped back) is not a successor.
+    a.handle_frame(before, ETH0, &frames::arp_request(OUR_MAC, VIP4, VIP4));
+    assert!(answers_arp(&mut a, before, ETH0));
+    let at = a.poll_timeout().unwrap();
+    assert_eq!(at, t0 + bound);
+    a.handle_timeout(at);
+    let mut out = events(&mut a);
+    out.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        out,
+        [
+            Event::HandedOver {
+                vip: IpAddr::V4(VIP4),
+                successor: None
+            },
+            Event::HandedOver {
+                vip: IpAddr::V6(VIP6),
+                successor: None
+            },
+        ]
+    );
+    assert_eq!(a.stats().handover_expired, 2);
+    assert!(!answers_arp(&mut a, at, ETH0));
+    assert_eq!(a.poll_timeout(), None);
+}
+
+#[test]
+fn handover_drops_queued_announcements_but_not_answers() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP4)]);
+    a.handle_timeout(t0);
+    a.handle_frame(t0, ETH0, &frames::arp_request(CLIENT_MAC, CLIENT4, VIP4));
+    hand_over_all(&mut a, t0, Duration::from_secs(1));
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].kind, TransmitKind::ArpReply);
+    // Neither a re-announcement nor leaving it out of the owned set (as the caller does
+    // right after the handover starts) ends it: it is still answered.
+    a.reannounce(t0);
+    a.set_owned(t0, []);
+    let t1 = t0 + Duration::from_millis(500);
+    a.handle_timeout(t1);
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(a.handing_over().count(), 1);
+    assert!(answers_arp(&mut a, t1, ETH0));
+    // Listed again: taken back, with a fresh takeover series and no event.
+    a.set_owned(t1, [vip(VIP4)]);
+    assert_eq!(a.handing_over().count(), 0);
+    a.handle_timeout(t1);
+    assert!(
+        drain(&mut a)
+            .iter()
+            .any(|t| t.kind == TransmitKind::GratuitousArp)
+    );
+    assert!(events(&mut a).is_empty());
+    // VIPs not owned are not handed over; a zero bound ends a handover at once.
+    a.hand_over(t1, Duration::ZERO, [IpAddr::V6(VIP6)]);
+    assert_eq!(a.handing_over().count(), 0);
+    a.hand_over(t1, Duration::ZERO, [IpAddr::V4(VIP4)]);
+    assert_eq!(
+        events(&mut a),
+        [Event::HandedOver {
+            vip: IpAddr::V4(VIP4),
+            successor: None
+        }]
+    );
+    assert_eq!(a.poll_timeout(), None);
+}
+
+#[test]
+fn a_claim_heard_just_before_the_handover_counts() {
+    // The successor may take over a moment before this node learns that it lost the VIP
+    // (a fail-back: both learn of the rejoin at about the same time).
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_owned(t0, [vip(VIP4)]);
+    drain(&mut a);
+    a.handle_frame(t0, ETH0, &successor_garp_reply());
+    let bound = Duration::from_secs(1);
+    let t1 = t0 + Duration::from_millis(10);
+    a.hand_over(t1, bound, [IpAddr::V4(VIP4)]);
+    a.set_owned(t1, []);
+    let out = events(&mut a);
+    assert_eq!(
+        out.last(),
+        Some(&Event::HandedOver {
+            vip: IpAddr::V4(VIP4),
+            successor: Some(SUCCESSOR_MAC)
+        })
+    );
+    assert!(!answers_arp(&mut a, t1, ETH0));
+    // An old claim does not count: that VIP is answered until a fresh one or the bound.
+    a.set_owned(t1, [vip(VIP4)]);
+    a.handle_frame(t1, ETH0, &successor_garp_reply());
+    let late = t1 + bound + Duration::from_millis(1);
+    a.handle_timeout(late);
+    a.hand_over(late, bound, [IpAddr::V4(VIP4)]);
+    assert_eq!(a.handing_over().count(), 1);
+    assert!(answers_arp(&mut a, late, ETH0));
+}
+
+#[test]
+fn claims_outside_a_handover_are_reported_once_each() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_interface(t0, ETH1, iface("eth1", OUR_MAC_1));
+    let only_eth0 = Vip {
+        addr: VIP4.into(),
+        interfaces: InterfaceSet::Only(["eth0".to_string()].into()),
+    };
+    a.set_owned(t0, [only_eth0]);
+    a.handle_frame(t0, ETH0, &successor_garp_reply());
+    // On an interface the VIP is not announced on: counted, not an event.
+    a.handle_frame(t0, ETH1, &successor_garp_reply());
+    assert_eq!(
+        events(&mut a),
+        [Event::Claimed {
+            vip: IpAddr::V4(VIP4),
+            ifindex: ETH0,
+            by: SUCCESSOR_MAC
+        }]
+    );
+    assert_eq!(a.stats().conflicts, 2);
+    // A conflict does not make us give up the VIP.
+    assert!(answers_arp(&mut a, t0, ETH0));
+}
