@@ -16,6 +16,12 @@ pub const DEFAULT_GOSSIP_PORT: u16 = 7946;
 /// Where the HTTP endpoint listens unless told otherwise (MetalLB's old metrics port, on
 /// loopback: `/metrics` and `vigil status` are local).
 pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:7472";
+/// How often seeds that are not live members are joined again, by default: a healed
+/// partition merges within about this long.
+pub const DEFAULT_REJOIN_INTERVAL: Duration = Duration::from_secs(5);
+/// The shortest `gossip.rejoin_interval` allowed: each round may open a TCP push/pull to
+/// every seed that is not a live member.
+pub const MIN_REJOIN_INTERVAL: Duration = Duration::from_secs(1);
 /// The longest cluster label memberlist accepts.
 const MAX_LABEL_LEN: usize = 255;
 
@@ -73,6 +79,7 @@ struct RawGossip {
     profile: Option<String>,
     keyring_file: Option<PathBuf>,
     label: Option<String>,
+    rejoin_interval: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -170,6 +177,8 @@ pub struct GossipConfig {
     pub keyring_file: Option<PathBuf>,
     /// Cluster label.
     pub label: String,
+    /// How often seeds that are not live members are joined again (partition heal).
+    pub rejoin_interval: Duration,
 }
 
 /// Interface selection.
@@ -465,6 +474,19 @@ fn validate_gossip(raw: Option<RawGossip>) -> Result<GossipConfig, ConfigError> 
             format!("{} bytes; memberlist allows {MAX_LABEL_LEN}", label.len()),
         ));
     }
+    let rejoin_interval = match raw.rejoin_interval.as_deref() {
+        None => DEFAULT_REJOIN_INTERVAL,
+        Some(s) => {
+            let d = positive_duration("gossip.rejoin_interval", s)?;
+            if d < MIN_REJOIN_INTERVAL {
+                return Err(bad(
+                    "gossip.rejoin_interval",
+                    format!("{d:?} is too short: at least {MIN_REJOIN_INTERVAL:?}"),
+                ));
+            }
+            d
+        }
+    };
     Ok(GossipConfig {
         bind,
         advertise,
@@ -472,6 +494,7 @@ fn validate_gossip(raw: Option<RawGossip>) -> Result<GossipConfig, ConfigError> 
         profile,
         keyring_file: raw.keyring_file,
         label,
+        rejoin_interval,
     })
 }
 
@@ -740,6 +763,7 @@ gossip:
   bind: 198.18.0.11:7946
   seeds: [198.18.0.12, "198.18.0.13:7946", "[2001:db8::13]:7946", host-c.example]
   label: prod
+  rejoin_interval: 10s
 interfaces:
   include: [eth0]
 election:
@@ -786,6 +810,7 @@ services:
         assert_eq!(c.gossip.profile, Profile::Fast);
         assert_eq!(c.gossip.seeds.len(), 4);
         assert_eq!(c.election.hold_down, Some(Duration::from_secs(10)));
+        assert_eq!(c.gossip.rejoin_interval, Duration::from_secs(10));
         assert_eq!(
             c.services[0].vips[1],
             "2001:db8::100".parse::<IpAddr>().unwrap()
@@ -811,6 +836,7 @@ services:
         assert_eq!(c.node.name, "fallback");
         assert_eq!(c.gossip.bind, "198.18.0.11:7946".parse().unwrap());
         assert_eq!(c.gossip.profile, Profile::Fast);
+        assert_eq!(c.gossip.rejoin_interval, DEFAULT_REJOIN_INTERVAL);
         assert_eq!(c.http_listen, Some(DEFAULT_HTTP_LISTEN.parse().unwrap()));
         assert!(c.services.is_empty());
     }
@@ -828,6 +854,21 @@ services:
             ),
             ("host-c.example]", "\"host c\"]", "gossip.seeds[3]"),
             ("label: prod", "profile: turbo", "gossip.profile"),
+            (
+                "rejoin_interval: 10s",
+                "rejoin_interval: 500ms",
+                "gossip.rejoin_interval",
+            ),
+            (
+                "rejoin_interval: 10s",
+                "rejoin_interval: often",
+                "gossip.rejoin_interval",
+            ),
+            (
+                "rejoin_interval: 10s",
+                "rejoin_interval: 0s",
+                "gossip.rejoin_interval",
+            ),
             (
                 "label: prod",
                 "keyring_file: /nonexistent/keyring.json",

@@ -24,12 +24,16 @@ use vigil_lb::NodeMeta;
 
 /// How often the configuration file is looked at for changes.
 const FILE_POLL: Duration = Duration::from_secs(1);
-/// First retry interval while no seed has answered; it doubles up to [`REJOIN_INTERVAL`].
+/// First retry interval while no seed has answered; it doubles up to `gossip.rejoin_interval`.
 const JOIN_RETRY: Duration = Duration::from_secs(1);
-/// How often seeds that are not live members are joined again, to heal partitions.
-const REJOIN_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a graceful leave may take.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a stopping node keeps answering for a VIP whose successor has not been heard
+/// claiming it. The successor claims it once our leave reaches it: normally within a few
+/// gossip rounds, so this is a bound for the case where it never speaks.
+const HANDOVER_BOUND: Duration = Duration::from_secs(1);
+/// How often the announcer's events are looked at while handing over.
+const HANDOVER_POLL: Duration = Duration::from_millis(5);
 
 /// Runs until SIGTERM or SIGINT. Errors are start-up failures (sockets, announcer).
 pub async fn run(
@@ -92,7 +96,12 @@ pub async fn run(
     let (checks, health_rx) = Checks::new();
     let (seeds_tx, seeds_rx) = watch::channel(config.gossip.seeds.clone());
     let (first_join_tx, first_join) = tokio::sync::oneshot::channel();
-    let joiner = tokio::spawn(join_loop(gossip.clone(), seeds_rx, first_join_tx));
+    let joiner = tokio::spawn(join_loop(
+        gossip.clone(),
+        seeds_rx,
+        config.gossip.rejoin_interval,
+        first_join_tx,
+    ));
     info!(
         event = "started",
         node = %config.node.name,
@@ -126,12 +135,22 @@ pub async fn run(
         .run_loop(&mut events, health_rx, first_join, started)
         .await;
 
-    // Stop answering first, then tell the others, then stop.
+    // Gap-free handover: keep answering for the VIPs a successor will take, tell the others
+    // we leave, and go silent on each VIP once its successor is heard claiming it (or at the
+    // bound). VIPs nobody would take stop at once.
+    let handing_over = daemon.start_handover();
+    info!(
+        event = "stopping",
+        handing_over = handing_over.len(),
+        "leaving the cluster; answering until the successors speak"
+    );
+    let leave = async {
+        if let Err(e) = gossip.leave(LEAVE_TIMEOUT).await {
+            warn!(event = "leave_failed", error = %e, "leave failed");
+        }
+    };
+    tokio::join!(leave, wait_for_handover(&l2, handing_over));
     let _ = l2.set_owned(Vec::new());
-    info!(event = "stopping", "leaving the cluster");
-    if let Err(e) = gossip.leave(LEAVE_TIMEOUT).await {
-        warn!(event = "leave_failed", error = %e, "leave failed");
-    }
     gossip.shutdown().await;
     joiner.abort();
     if let Some(t) = http_task {
@@ -212,6 +231,7 @@ impl Daemon {
                 }
                 _ = hup.recv() => self.reload("SIGHUP").await,
                 _ = file_poll.tick() => {
+                    self.log_announcer_events();
                     if self.read_file() != self.file_text {
                         self.reload("file changed").await;
                     }
@@ -302,6 +322,11 @@ impl Daemon {
         };
         *self.lock().member_events.entry(kind).or_default() += 1;
         self.resync(kind).await;
+        if kind == "join" && !self.speaker.owned_vips().is_empty() {
+            // A member (re)appeared: after a partition heals, the other side's clients may
+            // still hold its owner's MAC. Say again who answers for what we kept.
+            let _ = self.l2.send(Command::Reannounce);
+        }
     }
 
     async fn on_health(&mut self, change: HealthChange) {
@@ -348,6 +373,7 @@ impl Daemon {
         merged.gossip.profile = old.gossip.profile;
         merged.gossip.label = old.gossip.label.clone();
         merged.gossip.keyring_file = old.gossip.keyring_file.clone();
+        merged.gossip.rejoin_interval = old.gossip.rejoin_interval;
         merged.interfaces = old.interfaces.clone();
         merged.refresh = old.refresh;
         merged.http_listen = old.http_listen;
@@ -417,11 +443,39 @@ impl Daemon {
                     vip,
                     services,
                     reason,
+                    successor,
                 } => {
                     released += 1;
-                    info!(event = "vip_released", vip = %vip, services = %services.join(","), reason = %reason, trigger, "VIP released");
+                    info!(event = "vip_released", vip = %vip, services = %services.join(","), reason = %reason, successor = successor.as_deref().unwrap_or("none"), trigger, "VIP released");
                 }
             }
+        }
+        // Make before break: a VIP moving to another node is answered here until that node
+        // is heard claiming it (or the bound passes); one nobody takes goes silent at once.
+        let handing_over: Vec<std::net::IpAddr> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Released {
+                    vip,
+                    successor: Some(_),
+                    ..
+                } => Some(*vip),
+                _ => None,
+            })
+            .collect();
+        if !handing_over.is_empty()
+            && self
+                .l2
+                .send(Command::HandOver {
+                    vips: handing_over,
+                    bound: HANDOVER_BOUND,
+                })
+                .is_err()
+        {
+            error!(
+                event = "announcer_stopped",
+                "the announcer thread has stopped"
+            );
         }
         if !changes.is_empty() && self.l2.set_owned(self.speaker.owned_vips()).is_err() {
             error!(
@@ -456,6 +510,47 @@ impl Daemon {
         shared.vips_taken += taken;
         shared.vips_released += released;
         shared.ready = self.joined;
+    }
+
+    /// Hands the owned VIPs that have a successor to it (see [`vigil_l2::Announcer::hand_over`])
+    /// and silences the others at once. Returns the VIPs being handed over.
+    fn start_handover(&mut self) -> BTreeSet<std::net::IpAddr> {
+        let successors = self.speaker.successors();
+        let mut handing_over = BTreeSet::new();
+        for (vip, next) in &successors {
+            match next {
+                Some(node) => {
+                    info!(event = "vip_handing_over", vip = %vip, successor = %node, "answering until the successor claims the VIP");
+                    handing_over.insert(*vip);
+                }
+                None => {
+                    info!(event = "vip_released", vip = %vip, reason = "no node would take it", trigger = "stop", "VIP released");
+                }
+            }
+        }
+        let sent = self
+            .l2
+            .send(Command::HandOver {
+                vips: handing_over.iter().copied().collect(),
+                bound: HANDOVER_BOUND,
+            })
+            .is_ok()
+            && self.l2.set_owned(Vec::new()).is_ok();
+        if !sent {
+            error!(
+                event = "announcer_stopped",
+                "the announcer thread has stopped"
+            );
+            return BTreeSet::new();
+        }
+        handing_over
+    }
+
+    /// Logs what the announcer saw: handovers ending, other hosts claiming our VIPs.
+    fn log_announcer_events(&self) {
+        for event in self.l2.take_events() {
+            log_announcer_event(&event);
+        }
     }
 
     fn status(&self) -> Status {
@@ -514,6 +609,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         old.gossip.keyring_file != new.gossip.keyring_file,
         "gossip.keyring_file",
     );
+    check(
+        old.gossip.rejoin_interval != new.gossip.rejoin_interval,
+        "gossip.rejoin_interval",
+    );
     check(old.interfaces != new.interfaces, "interfaces");
     check(old.refresh != new.refresh, "announce.refresh");
     check(old.http_listen != new.http_listen, "http.listen");
@@ -524,11 +623,49 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     out
 }
 
-/// Joins the seeds until one answers, then every [`REJOIN_INTERVAL`] joins again those that
-/// are not live members, so that a healed partition merges (MetalLB does this every 60 s).
+fn log_announcer_event(event: &vigil_l2::Event) {
+    match event {
+        vigil_l2::Event::Claimed { vip, by, .. } => {
+            warn!(event = "vip_claimed_elsewhere", vip = %vip, mac = %by, "another host claims a VIP this node announces");
+        }
+        vigil_l2::Event::HandedOver {
+            vip,
+            successor: Some(mac),
+        } => {
+            info!(event = "vip_handed_over", vip = %vip, successor_mac = %mac, "the successor claimed the VIP; silent here");
+        }
+        vigil_l2::Event::HandedOver {
+            vip,
+            successor: None,
+        } => {
+            warn!(event = "vip_handover_expired", vip = %vip, bound = ?HANDOVER_BOUND, "no successor heard within the bound; silent here");
+        }
+    }
+}
+
+/// Waits until every VIP in `pending` is handed over (the announcer's events say so), or
+/// a little past [`HANDOVER_BOUND`], which the announcer enforces itself.
+async fn wait_for_handover(l2: &Handle, mut pending: BTreeSet<std::net::IpAddr>) {
+    let deadline = Instant::now() + HANDOVER_BOUND + Duration::from_millis(500);
+    while !pending.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(HANDOVER_POLL).await;
+        for event in l2.take_events() {
+            log_announcer_event(&event);
+            if let vigil_l2::Event::HandedOver { vip, .. } = event {
+                pending.remove(&vip);
+            }
+        }
+    }
+}
+
+/// Joins the seeds until one answers, then every `rejoin` joins again those that are not live
+/// members, so that a healed partition merges (MetalLB does this every 60 s). The work per
+/// round is one push/pull per configured seed that is not a live member: nothing at all while
+/// every seed is in the cluster.
 async fn join_loop(
     gossip: Memberlist,
     mut seeds: watch::Receiver<Vec<String>>,
+    rejoin: Duration,
     first_join: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut first_join = Some(first_join);
@@ -586,10 +723,10 @@ async fn join_loop(
             let _ = tx.send(());
         }
         let wait = if joined {
-            REJOIN_INTERVAL
+            rejoin
         } else {
             let wait = retry;
-            retry = (retry * 2).min(REJOIN_INTERVAL);
+            retry = (retry * 2).min(rejoin);
             wait
         };
         tokio::select! {

@@ -93,7 +93,7 @@ pub enum Change {
         /// Why (for the log).
         reason: String,
     },
-    /// This node stopped answering for the VIP.
+    /// This node stopped owning the VIP.
     Released {
         /// The VIP.
         vip: IpAddr,
@@ -101,6 +101,8 @@ pub enum Change {
         services: Vec<String>,
         /// Why (for the log).
         reason: String,
+        /// The node elected in its place, if any: this node answers until it is heard.
+        successor: Option<String>,
     },
 }
 
@@ -196,6 +198,7 @@ impl Speaker {
 
         let mut owned = BTreeMap::new();
         let mut why_not: BTreeMap<IpAddr, String> = BTreeMap::new();
+        let mut elected: BTreeMap<IpAddr, String> = BTreeMap::new();
         for (group, verdict) in self.groups.iter().zip(&self.verdicts) {
             for &vip in &group.vips {
                 match verdict {
@@ -217,6 +220,7 @@ impl Speaker {
                     }
                     Verdict::Standby { owner: Some(o) } => {
                         why_not.insert(vip, format!("{o} is first of the candidates"));
+                        elected.insert(vip, o.clone());
                     }
                     Verdict::Standby { owner: None } => {
                         why_not.insert(vip, "no candidate node".to_string());
@@ -249,6 +253,7 @@ impl Speaker {
                     reason: why_not
                         .remove(vip)
                         .unwrap_or_else(|| "no service uses it any more".into()),
+                    successor: elected.remove(vip),
                 }),
             }
         }
@@ -265,6 +270,38 @@ impl Speaker {
         }
         self.owned = owned;
         changes
+    }
+
+    /// For each VIP this node announces, the node that would own it once this one has left,
+    /// as the others will elect when they hear the leave: `None` when no node would (no other
+    /// candidate, or the split-brain guard would silence the rest).
+    pub fn successors(&self) -> BTreeMap<IpAddr, Option<String>> {
+        let local = &self.config.node.name;
+        let services: Vec<Service> = self.config.services.iter().map(lb_service).collect();
+        let nodes: Vec<NodeView> = self
+            .members
+            .iter()
+            .map(|m| {
+                let mut view = m.view();
+                view.live &= m.name != *local;
+                view
+            })
+            .collect();
+        let policy = self.policy();
+        let groups = elect(&services, &nodes, &policy);
+        let quorum = Quorum::of(&nodes, &policy);
+        self.owned
+            .keys()
+            .map(|vip| {
+                let next = groups
+                    .iter()
+                    .find(|g| g.vips.contains(vip))
+                    .and_then(Group::owner)
+                    .filter(|_| quorum.ok())
+                    .map(str::to_string);
+                (*vip, next)
+            })
+            .collect()
     }
 
     fn service(&self, name: &str) -> Option<&ServiceConfig> {
@@ -439,6 +476,65 @@ mod tests {
     }
 
     #[test]
+    fn successors_are_who_the_others_elect_once_this_node_left() {
+        let names = ["node-a", "node-b", "node-c"];
+        let owner = vigil_lb::rank(names, "198.18.0.100".parse().unwrap())[0];
+        let view = |dead: &str| names.map(|n| member(n, if n == dead { "dead" } else { "alive" }));
+        let mut s = Speaker::new(config(owner, ""));
+        s.set_members(view(""));
+        s.evaluate();
+        let successors = s.successors();
+        assert_eq!(
+            successors.keys().copied().collect::<Vec<_>>(),
+            s.owned_vips().iter().map(|v| v.addr).collect::<Vec<_>>()
+        );
+        for (vip, next) in &successors {
+            // The others, seeing this node gone, elect the same successor.
+            let others: Vec<&str> = names.into_iter().filter(|n| *n != owner).collect();
+            let group_key = if *vip == "2001:db8::100".parse::<IpAddr>().unwrap() {
+                "198.18.0.100".parse().unwrap()
+            } else {
+                *vip
+            };
+            let expected = vigil_lb::rank(others, group_key)[0];
+            assert_eq!(next.as_deref(), Some(expected), "{vip}");
+            let mut successor = Speaker::new(config(expected, ""));
+            successor.set_members(view(owner));
+            successor.evaluate();
+            assert!(successor.owned_vips().iter().any(|v| v.addr == *vip));
+        }
+
+        // A node that loses the VIP to a better candidate names it as the successor.
+        let others = names.into_iter().filter(|n| *n != owner);
+        let later = vigil_lb::rank(others, "198.18.0.100".parse().unwrap())[0];
+        let mut b = Speaker::new(config(later, ""));
+        b.set_members(view(owner));
+        b.evaluate();
+        b.set_members(view(""));
+        let changes = b.evaluate();
+        assert!(!changes.is_empty());
+        assert!(changes.iter().all(|c| matches!(
+            c,
+            Change::Released { successor: Some(s), .. } if s == owner
+        )));
+
+        // Alone: nobody to hand over to.
+        let mut alone = Speaker::new(config("node-a", ""));
+        alone.set_members([member("node-a", "alive")]);
+        alone.evaluate();
+        assert!(!alone.owned_vips().is_empty());
+        assert!(alone.successors().values().all(Option::is_none));
+
+        // With the split-brain guard, a leave that drops the rest below a majority has no
+        // successor either: the survivor would stay silent.
+        let mut guarded = Speaker::new(config("node-a", "election: {expected_members: 3}\n"));
+        guarded.set_members([member("node-a", "alive"), member("node-b", "alive")]);
+        guarded.evaluate();
+        assert!(!guarded.owned_vips().is_empty());
+        assert!(guarded.successors().values().all(Option::is_none));
+    }
+
+    #[test]
     fn the_split_brain_guard_releases_with_its_reason() {
         let mut a = Speaker::new(config("node-a", "election: {expected_members: 3}\n"));
         a.set_members([member("node-a", "alive"), member("node-b", "alive")]);
@@ -449,7 +545,7 @@ mod tests {
         assert!(a.owned_vips().is_empty());
         assert!(changes.iter().all(|c| matches!(
             c,
-            Change::Released { reason, .. } if reason.contains("split-brain guard")
+            Change::Released { reason, successor: None, .. } if reason.contains("split-brain guard")
         )));
     }
 }
