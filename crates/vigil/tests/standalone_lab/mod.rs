@@ -4,6 +4,9 @@
 //! Speakers are killed by PID and namespaces and files removed on drop, even when a test
 //! fails. Waits are bounded polls; nothing asserts a duration.
 
+// Each test binary uses its own part of the lab.
+#![allow(dead_code)]
+
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -39,6 +42,10 @@ struct Host {
 
 pub(crate) struct Cluster {
     hosts: Vec<Host>,
+    /// More `key: value` pairs for every host's `gossip:` map (e.g. `rejoin_interval: 1s`).
+    pub(crate) gossip_extra: String,
+    /// Other processes of this lab (probers), killed by PID on drop.
+    helpers: Vec<Child>,
     /// Dropped last, after `Drop for Cluster` has killed the speakers: deletes the namespaces.
     net: Bridge,
 }
@@ -48,6 +55,8 @@ impl Cluster {
     pub(crate) fn new(n: usize) -> Self {
         let mut lab = Self {
             hosts: Vec::new(),
+            gossip_extra: String::new(),
+            helpers: Vec::new(),
             net: Bridge::new("vgsa"),
         };
         lab.plug("cl", &format!("{CLIENT4}/24"));
@@ -127,7 +136,7 @@ impl Cluster {
         let _ = write!(
             text,
             "node: {{name: {host}}}\n\
-             gossip: {{bind: \"198.18.0.{}:7946\", seeds: [{}], keyring_file: {}, label: lab}}\n\
+             gossip: {{bind: \"198.18.0.{}:7946\", seeds: [{}], keyring_file: {}, label: lab{}}}\n\
              interfaces: {{include: [eth0]}}\n\
              http: {{listen: \"127.0.0.1:7472\"}}\n\
              election: {{{election}}}\n\
@@ -138,6 +147,11 @@ impl Cluster {
             10 + index,
             seeds.join(", "),
             self.keyring_path().display(),
+            if self.gossip_extra.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", self.gossip_extra)
+            },
             self.down_flag(host).display()
         );
         text
@@ -346,6 +360,148 @@ impl Cluster {
             .collect()
     }
 
+    /// `host`'s address on the bridge.
+    pub(crate) fn addr(&self, host: &str) -> String {
+        let index: usize = host[1..].parse().unwrap();
+        format!("198.18.0.{}", 10 + index)
+    }
+
+    /// The PID of `host`'s speaker, if running.
+    pub(crate) fn pid(&self, host: &str) -> Option<u32> {
+        let h = self.hosts.iter().find(|h| h.name == host)?;
+        h.child.as_ref().map(Child::id)
+    }
+
+    /// Loads an nftables script in `host`'s namespace.
+    fn nft(&self, host: &str, script: &str) {
+        let path = format!("/tmp/{}-{host}.nft", self.net.prefix());
+        std::fs::write(&path, script).unwrap();
+        run(&["ip", "netns", "exec", &self.ns(host), "nft", "-f", &path]);
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Cuts the cluster into `sides`: every host drops IP traffic from and to the hosts of the
+    /// other sides (nftables in its own namespace). ARP still flows, as when a partition cuts
+    /// the hosts' routes but not the client's segment: each side's owner keeps answering.
+    pub(crate) fn partition(&self, sides: &[&[&str]]) {
+        for side in sides {
+            let others: Vec<String> = sides
+                .iter()
+                .filter(|s| *s != side)
+                .flat_map(|s| s.iter().map(|h| self.addr(h)))
+                .collect();
+            let set = others.join(", ");
+            for host in *side {
+                self.nft(
+                    host,
+                    &format!(
+                        "table inet vigil_lab_partition {{\n\
+                         chain input {{ type filter hook input priority 0; ip saddr {{ {set} }} drop; }}\n\
+                         chain output {{ type filter hook output priority 0; ip daddr {{ {set} }} drop; }}\n\
+                         }}\n"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Undoes [`Cluster::partition`].
+    pub(crate) fn heal(&self) {
+        for host in self.names() {
+            let _ = Command::new("ip")
+                .args(["netns", "exec", &self.ns(&host), "nft"])
+                .args(["delete", "table", "inet", "vigil_lab_partition"])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    /// Drops `percent`% of `host`'s IP packets at random, both ways (nftables `numgen`).
+    pub(crate) fn add_loss(&self, host: &str, percent: u64) {
+        self.nft(
+            host,
+            &format!(
+                "table inet vigil_lab_loss {{\n\
+                 chain input {{ type filter hook input priority 0; numgen random mod 100 < {percent} drop; }}\n\
+                 chain output {{ type filter hook output priority 0; numgen random mod 100 < {percent} drop; }}\n\
+                 }}\n"
+            ),
+        );
+    }
+
+    /// Starts the ARP prober in the client namespace (see [`PROBER`]): a question every
+    /// `interval_ms`, each from its own sender address so that every answer names the question
+    /// it answers, until [`Cluster::stop_prober`] (or `max_s` seconds). Returns its output file.
+    pub(crate) fn start_prober(&mut self, interval_ms: u32, max_s: u32) -> PathBuf {
+        let prefix = self.net.prefix().to_string();
+        let script = PathBuf::from(format!("/tmp/{prefix}-prober.py"));
+        std::fs::write(&script, PROBER).unwrap();
+        let out = PathBuf::from(format!("/tmp/{prefix}-prober.out"));
+        let _ = std::fs::remove_file(self.prober_stop_flag());
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns("cl"), "python3"])
+            .arg(&script)
+            .args(["eth0", VIP, &max_s.to_string(), &interval_ms.to_string()])
+            .arg(&out)
+            .arg(self.prober_stop_flag())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3");
+        self.helpers.push(child);
+        out
+    }
+
+    fn prober_stop_flag(&self) -> PathBuf {
+        PathBuf::from(format!("/tmp/{}-prober.stop", self.net.prefix()))
+    }
+
+    /// Stops the prober and waits (bounded) for it to write its record.
+    pub(crate) fn stop_prober(&mut self) -> ProbeRecord {
+        std::fs::write(self.prober_stop_flag(), "").unwrap();
+        let out = PathBuf::from(format!("/tmp/{}-prober.out", self.net.prefix()));
+        let mut done = false;
+        for child in &mut self.helpers {
+            done |= poll(Duration::from_secs(30), Duration::from_millis(50), || {
+                matches!(child.try_wait(), Ok(Some(_)))
+            });
+        }
+        assert!(done, "the prober did not stop");
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let _ = std::fs::remove_file(out);
+        ProbeRecord::parse(&text)
+    }
+
+    /// Starts `vigil-l2-client watch` in the client namespace for `duration`, asking for
+    /// [`VIP`] every `interval_ms`; [`Cluster::watch_output`] reads its report.
+    pub(crate) fn start_watch(&mut self, interval_ms: u32, duration: Duration) -> PathBuf {
+        let out = PathBuf::from(format!("/tmp/{}-watch.out", self.net.prefix()));
+        let file = std::fs::File::create(&out).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns("cl")])
+            .arg(l2_client())
+            .args([
+                "watch", "--iface", "eth0", "--src-ip", CLIENT4, "--target", VIP,
+            ])
+            .args(["--interval-ms", &interval_ms.to_string()])
+            .args(["--duration-ms", &duration.as_millis().to_string()])
+            .stdin(Stdio::null())
+            .stdout(file)
+            .spawn()
+            .expect("vigil-l2-client watch");
+        self.helpers.push(child);
+        out
+    }
+
+    /// Waits (bounded) for the helpers to exit by themselves.
+    pub(crate) fn wait_helpers(&mut self, limit: Duration) -> bool {
+        let helpers = &mut self.helpers;
+        poll(limit, Duration::from_millis(100), || {
+            helpers
+                .iter_mut()
+                .all(|c| matches!(c.try_wait(), Ok(Some(_))))
+        })
+    }
+
     /// Sends SIGHUP to `host`'s speaker.
     pub(crate) fn hangup(&self, host: &str) {
         let h = self.hosts.iter().find(|h| h.name == host).unwrap();
@@ -383,6 +539,13 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        for mut child in self.helpers.drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for suffix in ["prober.py", "prober.out", "prober.stop", "watch.out"] {
+            let _ = std::fs::remove_file(format!("/tmp/{}-{suffix}", self.net.prefix()));
+        }
         for h in &mut self.hosts {
             if let Some(mut child) = h.child.take() {
                 // By PID: `ip netns exec` execs the program, so this is vigil itself.
@@ -402,3 +565,134 @@ impl Drop for Cluster {
         }
     }
 }
+
+/// What the prober recorded: its questions and who answered each, and the gratuitous
+/// announcements it heard, in arrival order.
+#[derive(Debug, Default)]
+pub(crate) struct ProbeRecord {
+    /// Questions sent.
+    pub(crate) probes: usize,
+    /// For each question, the MACs that answered it, in arrival order.
+    pub(crate) answers: Vec<Vec<String>>,
+    /// Every line, for failure messages.
+    pub(crate) lines: Vec<String>,
+}
+
+impl ProbeRecord {
+    fn parse(text: &str) -> Self {
+        let mut record = Self::default();
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["probe", k, _] => {
+                    let k: usize = k.parse().unwrap();
+                    record.probes = record.probes.max(k + 1);
+                    record.answers.resize(record.probes, Vec::new());
+                }
+                ["answer", k, mac, _] => {
+                    let k: usize = k.parse().unwrap();
+                    if let Some(macs) = record.answers.get_mut(k) {
+                        macs.push((*mac).to_string());
+                    }
+                }
+                _ => {}
+            }
+            record.lines.push(line.to_string());
+        }
+        record
+    }
+
+    /// Questions nobody answered.
+    pub(crate) fn unanswered(&self) -> Vec<usize> {
+        (0..self.probes)
+            .filter(|k| self.answers[*k].is_empty())
+            .collect()
+    }
+
+    /// Questions that more than one MAC answered.
+    pub(crate) fn answered_twice(&self) -> usize {
+        self.answers
+            .iter()
+            .filter(|macs| {
+                let mut m = (*macs).clone();
+                m.sort();
+                m.dedup();
+                m.len() > 1
+            })
+            .count()
+    }
+
+    /// The owners the client saw, in order: the MAC of each question one MAC alone answered,
+    /// with repeats merged (questions both the old and the new owner answered, during a
+    /// handover, are left out).
+    pub(crate) fn owners(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for macs in &self.answers {
+            let Some(first) = macs.first() else { continue };
+            if macs.iter().all(|m| m == first) && out.last() != Some(first) {
+                out.push(first.clone());
+            }
+        }
+        out
+    }
+}
+
+/// An ARP prober for the client namespace (python3, AF_PACKET): question k comes from sender
+/// address 198.18.{1..3}.x, a function of k, so each answer (whose target is that address)
+/// names the question it answers; gratuitous frames are recorded as `garp`. Bounded by its
+/// maximum duration and stopped early by a flag file; answers still arriving within a second
+/// after the last question are recorded.
+const PROBER: &str = r#"
+import os, select, socket, struct, sys, time
+iface, target, max_s, interval_ms, out, stop = sys.argv[1:7]
+interval = float(interval_ms) / 1000.0
+mac = bytes.fromhex(open("/sys/class/net/%s/address" % iface).read().strip().replace(":", ""))
+tpa = socket.inet_aton(target)
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
+s.bind((iface, 0))
+s.setblocking(False)
+def sender(k):
+    return bytes([198, 18, 1 + (k // 254) % 3, 1 + k % 254])
+latest = {}
+lines = []
+start = time.monotonic()
+end = start + float(max_s)
+grace = 1.0
+k = 0
+next_at = start
+while True:
+    now = time.monotonic()
+    if now >= end + grace:
+        break
+    if now < end and now >= next_at:
+        spa = sender(k)
+        arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + mac + spa + bytes(6) + tpa
+        s.send(b"\xff" * 6 + mac + b"\x08\x06" + arp)
+        latest[spa] = k
+        lines.append("probe %d %.6f" % (k, now - start))
+        k += 1
+        next_at = max(next_at + interval, now)
+        if k % 20 == 0 and os.path.exists(stop):
+            end = now
+    wait = max(0.0, min(next_at if now < end else end + grace, end + grace) - time.monotonic())
+    select.select([s], [], [], wait)
+    while True:
+        try:
+            data = s.recv(2048)
+        except BlockingIOError:
+            break
+        if len(data) < 42 or data[12:14] != b"\x08\x06":
+            continue
+        op = struct.unpack("!H", data[20:22])[0]
+        sha, spa, tha, tpa_ = data[22:28], data[28:32], data[32:38], data[38:42]
+        if spa != tpa or sha == mac:
+            continue
+        t = time.monotonic() - start
+        who = ":".join("%02x" % b for b in sha)
+        if op == 2 and tpa_ in latest and tha == mac:
+            lines.append("answer %d %s %.6f" % (latest[tpa_], who, t))
+        else:
+            lines.append("garp %s %.6f" % (who, t))
+with open(out, "w") as f:
+    f.write("\n".join(lines) + "\n")
+"#;
