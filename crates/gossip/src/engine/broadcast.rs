@@ -19,6 +19,10 @@ pub(crate) struct BroadcastQueue {
     queue: BTreeMap<Key, Item>,
     by_name: HashMap<Box<str>, Key>,
     next_id: u64,
+    /// No queued message is shorter (a lower bound, exact after the queue empties): lets
+    /// `take` stop once the room left cannot hold any message, instead of walking the rest
+    /// of a long queue (a node that just joined a big cluster queues one alive per member).
+    min_len: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -44,15 +48,13 @@ impl BroadcastQueue {
         self.queue.is_empty()
     }
 
-    /// How many messages were ever queued: tells whether a call queued one.
-    pub(crate) fn pushed(&self) -> u64 {
-        self.next_id
-    }
-
     /// Drops the queued message about `name`, if any.
     pub(crate) fn remove(&mut self, name: &str) {
         if let Some(key) = self.by_name.remove(name) {
             self.queue.remove(&key);
+            if self.queue.is_empty() {
+                self.min_len = None;
+            }
         }
     }
 
@@ -73,6 +75,7 @@ impl BroadcastQueue {
             retired = Some(Retired);
         }
         self.next_id += 1;
+        self.min_len = Some(self.min_len.map_or(message.len(), |m| m.min(message.len())));
         let key = (0, Reverse(message.len()), Reverse(self.next_id));
         if let Some(name) = name {
             self.by_name.insert(name.into(), key);
@@ -103,8 +106,10 @@ impl BroadcastQueue {
     ) -> (Vec<Vec<u8>>, Option<Retired>) {
         let mut used = 0;
         let mut keys = Vec::new();
+        let shortest = self.min_len.unwrap_or(0);
         for (key, item) in &self.queue {
-            if limit.saturating_sub(used) <= overhead {
+            let room = limit.saturating_sub(used);
+            if room <= overhead || room < overhead + shortest {
                 break;
             }
             if used + overhead + item.message.len() > limit || item.sent_to.contains(&to) {
@@ -134,6 +139,9 @@ impl BroadcastQueue {
                 }
                 self.queue.insert(new_key, item);
             }
+        }
+        if self.queue.is_empty() {
+            self.min_len = None;
         }
         (picked, retired)
     }

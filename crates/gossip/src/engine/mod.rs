@@ -178,7 +178,7 @@ impl From<&Member> for MemberInfo {
             name: m.name.clone(),
             addr: m.addr(),
             wire_ip: m.ip,
-            meta: m.meta.clone(),
+            meta: m.meta.as_deref().cloned(),
             incarnation: m.incarnation,
             state: m.state,
             protocol: m.vsn,
@@ -344,6 +344,9 @@ pub struct Membership {
     urgent_probes: VecDeque<Arc<str>>,
     next_gossip: Instant,
     next_push_pull: Instant,
+    /// Until the first periodic push/pull: when we started and the random fraction of the
+    /// interval it was placed at (see `add_member`).
+    first_push_pull: Option<(Instant, f64)>,
 
     relays: HashMap<u32, Relay>,
     /// When we last told a node we hold dead that it is dead (see `on_alive`).
@@ -404,7 +407,7 @@ impl Membership {
             name: local.name.as_str().into(),
             ip: WireIp::from_ip(local.addr.ip()),
             port: local.addr.port(),
-            meta: Some(local.meta.into()),
+            meta: Some(Box::new(local.meta.into())),
             vsn: [
                 wire::PROTOCOL_VERSION_MIN,
                 wire::PROTOCOL_VERSION_MAX,
@@ -415,7 +418,7 @@ impl Membership {
             ],
             incarnation: 1,
             state: MemberState::Alive,
-            state_change: now,
+            state_change: members::Stamp::default(),
             suspicion: None,
         };
         let mut rng = ChaCha12Rng::from_seed(seed);
@@ -428,11 +431,16 @@ impl Membership {
         };
         let next_probe = stagger(&mut rng, config.probe_interval);
         let next_gossip = stagger(&mut rng, config.gossip_interval);
-        let next_push_pull = stagger(&mut rng, config.push_pull_interval);
+        let (next_push_pull, push_pull_phase) = if config.push_pull_interval.is_zero() {
+            (stagger(&mut rng, config.push_pull_interval), 0.0)
+        } else {
+            let phase = rng.r#gen::<f64>();
+            (now + config.push_pull_interval.mul_f64(phase), phase)
+        };
         let mut engine = Self {
             framing,
             rng,
-            members: Members::new(me),
+            members: Members::new(me, now),
             incarnation: 1,
             seq: 0,
             awareness: 0,
@@ -443,6 +451,7 @@ impl Membership {
             urgent_probes: VecDeque::new(),
             next_gossip,
             next_push_pull,
+            first_push_pull: Some((now, push_pull_phase)),
             relays: HashMap::new(),
             nudged: HashMap::new(),
             deadlines: BinaryHeap::new(),
@@ -627,7 +636,7 @@ impl Membership {
             .skip(1)
             .any(|m| m.state == MemberState::Alive);
         self.members.list[0].state = MemberState::Left;
-        self.members.list[0].state_change = now;
+        self.members.list[0].state_change = self.members.stamp(now);
         let bytes = Message::Dead(dead).to_vec(Transport::Packet);
         self.broadcasts.push(Some(&name), bytes, anyone_alive);
         if anyone_alive {
@@ -645,7 +654,7 @@ impl Membership {
                 problem: format!("{} bytes; at most 512 are allowed", meta.len()),
             });
         }
-        self.members.list[0].meta = Some(meta.into());
+        self.members.list[0].meta = Some(Box::new(meta.into()));
         self.bump_incarnation(now, self.incarnation);
         Ok(())
     }
@@ -698,11 +707,35 @@ impl Membership {
     /// Adds a member as if its alive message had arrived (static configuration, simulators),
     /// except that it is not queued for gossip: whoever configures the nodes tells each one,
     /// and re-gossiping n static entries from each of n nodes would be an n-squared storm.
+    ///
+    /// A statically configured table describes a cluster that has been running, whose
+    /// members' push/pulls are spread over the interval scaled to its size; so while our first
+    /// push/pull is still ahead, it is re-placed at the same random fraction of the interval
+    /// scaled to the table's new size (with up to 32 members the scale is 1 and nothing
+    /// moves). Otherwise n statically configured nodes would all push/pull within the first
+    /// unscaled interval, each with the full table, which no running cluster does.
     pub fn add_member(&mut self, now: Instant, alive: &Alive) {
-        let pushed = self.broadcasts.pushed();
-        self.on_alive(now, alive, None);
-        if self.broadcasts.pushed() != pushed {
-            self.broadcasts.remove(&alive.node);
+        self.on_alive(now, alive, None, false);
+        self.replace_first_push_pull();
+    }
+
+    /// [`add_member`](Self::add_member) for many members at once, with room made for them
+    /// first (a simulator bootstraps thousands of engines with thousands of members each).
+    pub fn add_members<'a>(&mut self, now: Instant, alives: impl IntoIterator<Item = &'a Alive>) {
+        let alives = alives.into_iter();
+        self.members.reserve(alives.size_hint().0);
+        for a in alives {
+            self.on_alive(now, a, None, false);
+        }
+        self.replace_first_push_pull();
+    }
+
+    fn replace_first_push_pull(&mut self) {
+        if let Some((created, phase)) = self.first_push_pull
+            && !self.config.push_pull_interval.is_zero()
+        {
+            let interval = push_pull_scale(self.config.push_pull_interval, self.members.len());
+            self.next_push_pull = created + interval.mul_f64(phase);
         }
     }
 
@@ -892,6 +925,7 @@ impl Membership {
             self.next_gossip = advance(self.next_gossip, self.config.gossip_interval, now);
         }
         if now >= self.next_push_pull {
+            self.first_push_pull = None;
             self.periodic_push_pull(now);
             let interval = push_pull_scale(self.config.push_pull_interval, self.members.len());
             self.next_push_pull = advance(self.next_push_pull, interval, now);
@@ -920,7 +954,7 @@ impl Membership {
             Message::IndirectPing(p) => self.on_indirect_ping(now, from, p),
             Message::Ack(a) => self.on_ack(now, a),
             Message::Nack(n) => self.on_nack(n),
-            Message::Alive(a) => self.on_alive(now, &a, Some(from)),
+            Message::Alive(a) => self.on_alive(now, &a, Some(from), true),
             Message::Suspect(s) => self.on_suspect(now, &s),
             Message::Dead(d) => self.on_dead(now, &d),
             Message::User(m) => self.events.push_back(Event::UserMsg(m)),
@@ -1252,11 +1286,12 @@ impl Membership {
             .saturating_add(1)
             .max(accused.saturating_add(1));
         self.incarnation = next;
+        let stamp = self.members.stamp(now);
         let me = &mut self.members.list[0];
         me.incarnation = next;
         if !self.leaving {
             me.state = MemberState::Alive;
-            me.state_change = now;
+            me.state_change = stamp;
         }
         let alive = Message::Alive(self.own_alive());
         let name = self.local().name.clone();
@@ -1280,7 +1315,8 @@ impl Membership {
         true
     }
 
-    fn on_alive(&mut self, now: Instant, a: &Alive, from: Option<SocketAddr>) {
+    /// `gossip`: whether news is queued for dissemination (not for static configuration).
+    fn on_alive(&mut self, now: Instant, a: &Alive, from: Option<SocketAddr>, gossip: bool) {
         let Some(ip) = a.addr.as_deref().and_then(WireIp::from_wire) else {
             self.stats.malformed += 1;
             return;
@@ -1302,9 +1338,6 @@ impl Membership {
             self.on_alive_about_us(now, a, vsn);
             return;
         }
-        // Go compares metadata with bytes.Equal, where nil and empty are the same; keeping
-        // empty as None also spares an allocation per member.
-        let meta: Option<Arc<[u8]>> = a.meta.as_deref().filter(|m| !m.is_empty()).map(Into::into);
         let i = match self.members.find(&a.node) {
             Some(i) => i,
             None => {
@@ -1321,7 +1354,7 @@ impl Membership {
                     vsn,
                     incarnation: 0,
                     state: MemberState::Dead,
-                    state_change: now,
+                    state_change: self.members.stamp(now),
                     suspicion: None,
                 };
                 self.members.insert(m, &mut self.rng)
@@ -1332,8 +1365,7 @@ impl Membership {
             let reclaim = m.state == MemberState::Left
                 || (m.state == MemberState::Dead
                     && !self.config.dead_node_reclaim_time.is_zero()
-                    && now.saturating_duration_since(m.state_change)
-                        >= self.config.dead_node_reclaim_time);
+                    && self.members.since_change(now, m) >= self.config.dead_node_reclaim_time);
             if !reclaim {
                 let existing = MemberInfo::from(m);
                 let other_addr = SocketAddr::new(ip.ip(), a.port);
@@ -1344,11 +1376,12 @@ impl Membership {
                 return;
             }
         } else if a.incarnation <= m.incarnation {
-            let nudge_due = self
-                .nudged
-                .get(&*m.name)
-                .is_none_or(|&t| now.saturating_duration_since(t) >= self.config.probe_interval);
-            if m.state == MemberState::Dead && from.is_some() && nudge_due {
+            let nudge_due = || {
+                self.nudged
+                    .get(&*m.name)
+                    .is_none_or(|&t| now.saturating_duration_since(t) >= self.config.probe_interval)
+            };
+            if m.state == MemberState::Dead && from.is_some() && nudge_due() {
                 // A node we hold dead speaks with an old incarnation: it restarted and does not
                 // know. Tell it directly so it refutes, instead of staying dead in our view
                 // forever (hashicorp/memberlist#311).
@@ -1372,20 +1405,29 @@ impl Membership {
         if known > 0 && !self.plausible(known, a.incarnation) {
             return;
         }
+        // Go compares metadata with bytes.Equal, where nil and empty are the same; keeping
+        // empty as None also spares an allocation per member.
+        let meta: Option<Arc<[u8]>> = a.meta.as_deref().filter(|m| !m.is_empty()).map(Into::into);
         let m = &self.members.list[i];
         let old_state = m.state;
-        let meta_changed = !same_meta(m.meta.as_deref(), meta.as_deref());
-        self.queue_broadcast(&a.node, &Message::Alive(a.clone()));
+        let meta_changed = !same_meta(m.meta_bytes(), meta.as_deref());
+        if gossip {
+            self.queue_broadcast(&a.node, &Message::Alive(a.clone()));
+        } else {
+            // Whatever we had queued about it is stale now, as if replaced by this alive.
+            self.broadcasts.remove(&a.node);
+        }
+        let stamp = self.members.stamp(now);
         let m = &mut self.members.list[i];
         m.suspicion = None;
         m.incarnation = a.incarnation;
         m.ip = ip;
         m.port = a.port;
-        m.meta = meta;
+        m.meta = meta.map(Box::new);
         m.vsn = vsn;
         if m.state != MemberState::Alive {
             m.state = MemberState::Alive;
-            m.state_change = now;
+            m.state_change = stamp;
         }
         let info = MemberInfo::from(&*m);
         match old_state {
@@ -1407,7 +1449,7 @@ impl Membership {
         }
         let me = self.local();
         let same = a.incarnation == self.incarnation
-            && same_meta(a.meta.as_deref(), me.meta.as_deref())
+            && same_meta(a.meta.as_deref(), me.meta_bytes())
             && vsn == me.vsn;
         if same {
             return;
@@ -1477,10 +1519,11 @@ impl Membership {
         let episode = self.next_episode;
         let susp = Suspicion::new(now, &s.from, k, min, max, episode);
         let deadline = susp.deadline();
+        let stamp = self.members.stamp(now);
         let m = &mut self.members.list[i];
         m.incarnation = s.incarnation;
         m.state = MemberState::Suspect;
-        m.state_change = now;
+        m.state_change = stamp;
         m.suspicion = Some(Box::new(susp));
         let info = MemberInfo::from(&*m);
         self.suspect_episodes.insert(episode, info.name.clone());
@@ -1545,6 +1588,7 @@ impl Membership {
             return;
         }
         self.queue_broadcast(&d.node, &Message::Dead(d.clone()));
+        let stamp = self.members.stamp(now);
         let m = &mut self.members.list[i];
         m.suspicion = None;
         m.incarnation = d.incarnation;
@@ -1553,7 +1597,7 @@ impl Membership {
         } else {
             MemberState::Dead
         };
-        m.state_change = now;
+        m.state_change = stamp;
         let info = MemberInfo::from(&*m);
         self.events.push_back(if info.state == MemberState::Left {
             Event::Left(info)
@@ -1569,14 +1613,13 @@ impl Membership {
             return;
         }
         let dead_window = self.config.gossip_to_the_dead_time;
+        let stamp = self.members.stamp(now);
         let targets =
             self.members
                 .random(self.config.gossip_nodes, None, &mut self.rng, |m| {
                     match m.state {
                         MemberState::Alive | MemberState::Suspect => true,
-                        MemberState::Dead => {
-                            now.saturating_duration_since(m.state_change) <= dead_window
-                        }
+                        MemberState::Dead => m.state_change.age_at(stamp) <= dead_window,
                         MemberState::Left => false,
                     }
                 });
@@ -1806,24 +1849,29 @@ impl Membership {
             self.stats.version_mismatches += 1;
             return;
         }
-        for s in &remote.states {
+        let PushPull {
+            join,
+            states,
+            user_state,
+        } = remote;
+        for s in states {
             match s.state {
                 NodeState::Alive => {
                     let a = Alive {
                         incarnation: s.incarnation,
-                        node: s.name.clone(),
-                        addr: s.addr.clone(),
+                        node: s.name,
+                        addr: s.addr,
                         port: s.port,
-                        meta: s.meta.clone(),
-                        vsn: s.vsn.clone(),
+                        meta: s.meta,
+                        vsn: s.vsn,
                     };
-                    self.on_alive(now, &a, None);
+                    self.on_alive(now, &a, None, true);
                 }
                 NodeState::Left => {
                     let d = Dead {
                         incarnation: s.incarnation,
-                        node: s.name.clone(),
                         from: s.name.clone(),
+                        node: s.name,
                     };
                     self.on_dead(now, &d);
                 }
@@ -1831,7 +1879,7 @@ impl Membership {
                 NodeState::Dead | NodeState::Suspect => {
                     let sus = Suspect {
                         incarnation: s.incarnation,
-                        node: s.name.clone(),
+                        node: s.name,
                         from: self.name().to_string(),
                     };
                     self.on_suspect(now, &sus);
@@ -1839,10 +1887,10 @@ impl Membership {
                 NodeState::Unknown(_) => {}
             }
         }
-        if !remote.user_state.is_empty() {
+        if !user_state.is_empty() {
             self.events.push_back(Event::RemoteState {
-                join: remote.join,
-                state: remote.user_state,
+                join,
+                state: user_state,
             });
         }
     }
