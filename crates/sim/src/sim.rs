@@ -436,15 +436,12 @@ impl Sim {
                 });
             }
             let e = self.nodes[i].engine.as_mut().expect("running");
-            for (k, a) in alives.iter().enumerate() {
-                if up[k] != i {
-                    e.add_member(now, a);
-                    // Bootstrap events (one Join per member) are not part of the story; take
-                    // them one by one so the engine's event queue never grows to n entries
-                    // (a VecDeque keeps its capacity: n events per node is n^2 memory).
-                    while e.poll_event().is_some() {}
-                }
-            }
+            let others = alives[..done].iter().chain(&alives[done + 1..]);
+            e.add_members(now, others);
+            // Bootstrap events (one Join per member) are not part of the story. Draining
+            // them empty gives back the event queue's room (the engine shrinks it), so only
+            // one engine at a time holds n events.
+            while e.poll_event().is_some() {}
             self.drain(i);
         }
     }
