@@ -658,6 +658,23 @@ async fn wait_for_handover(l2: &Handle, mut pending: BTreeSet<std::net::IpAddr>)
     }
 }
 
+/// The seed addresses worth a join: not this node, not a live member, each once. At most one
+/// per configured seed address, so a round's work is bounded by the configuration, and none
+/// at all while every seed is in the cluster.
+fn rejoin_targets(
+    seeds: Vec<SocketAddr>,
+    live: &BTreeSet<SocketAddr>,
+    local: SocketAddr,
+) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = seeds
+        .into_iter()
+        .filter(|a| *a != local && !live.contains(a))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Joins the seeds until one answers, then every `rejoin` joins again those that are not live
 /// members, so that a healed partition merges (MetalLB does this every 60 s). The work per
 /// round is one push/pull per configured seed that is not a live member: nothing at all while
@@ -684,10 +701,7 @@ async fn join_loop(
                     .filter(|m| !m.state.is_gone())
                     .map(|m| m.addr)
                     .collect();
-                addrs
-                    .into_iter()
-                    .filter(|a| *a != gossip.advertise_addr() && !live.contains(a))
-                    .collect()
+                rejoin_targets(addrs, &live, gossip.advertise_addr())
             }
             Err(e) => {
                 warn!(event = "seed_unresolved", error = %e, "cannot resolve a seed");
@@ -733,5 +747,38 @@ async fn join_loop(
             () = tokio::time::sleep(wait) => {}
             changed = seeds.changed() => if changed.is_err() { return },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(last: u8) -> SocketAddr {
+        SocketAddr::from(([198, 18, 0, last], 7946))
+    }
+
+    #[test]
+    fn rejoin_targets_are_the_seeds_outside_the_cluster_once_each() {
+        let seeds = vec![addr(11), addr(12), addr(13), addr(14), addr(13)];
+        let live: BTreeSet<SocketAddr> = [addr(11), addr(12)].into();
+        // This node (11) and live members are skipped; a seed listed twice is asked once.
+        assert_eq!(
+            rejoin_targets(seeds.clone(), &live, addr(11)),
+            [addr(13), addr(14)]
+        );
+        // Everyone in: no work at all.
+        let all: BTreeSet<SocketAddr> = seeds.iter().copied().collect();
+        assert!(rejoin_targets(seeds, &all, addr(11)).is_empty());
+    }
+
+    #[test]
+    fn the_rejoin_interval_changes_only_on_restart() {
+        let text = |rejoin: &str| {
+            format!("node: {{name: a}}\ngossip: {{bind: 198.18.0.11, rejoin_interval: {rejoin}}}\n")
+        };
+        let old = Config::parse(&text("5s"), None).unwrap();
+        let new = Config::parse(&text("2s"), None).unwrap();
+        assert_eq!(restart_only_changes(&old, &new), ["gossip.rejoin_interval"]);
     }
 }
