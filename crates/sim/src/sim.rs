@@ -139,11 +139,13 @@ enum Kind {
     },
 }
 
+/// A queue entry: when, in what order, and where its [`Kind`] waits. The heap moves entries
+/// on every push and pop, so they stay small (24 bytes) and the payload sits in a slab.
 #[derive(Debug)]
 struct Item {
     at: u64,
     seq: u64,
-    kind: Kind,
+    slot: u32,
 }
 
 impl PartialEq for Item {
@@ -189,6 +191,9 @@ pub struct Sim {
     now: u64,
     seq: u64,
     queue: BinaryHeap<Item>,
+    /// The queued events' payloads, by `Item::slot`; free slots are listed in `free_slots`.
+    slots: Vec<Option<Kind>>,
+    free_slots: Vec<u32>,
     nodes: Vec<Node>,
     net: Network,
     rng: ChaCha8Rng,
@@ -234,6 +239,8 @@ impl Sim {
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
             nodes: Vec::new(),
             net,
             rng,
@@ -580,10 +587,20 @@ impl Sim {
 
     fn schedule(&mut self, at: u64, kind: Kind) {
         self.seq += 1;
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(kind);
+                slot
+            }
+            None => {
+                self.slots.push(Some(kind));
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 queued events")
+            }
+        };
         self.queue.push(Item {
             at: at.max(self.now),
             seq: self.seq,
-            kind,
+            slot,
         });
     }
 
@@ -595,6 +612,10 @@ impl Sim {
                 break;
             }
             let item = self.queue.pop().expect("peeked");
+            let kind = self.slots[item.slot as usize]
+                .take()
+                .expect("a queued item has its payload");
+            self.free_slots.push(item.slot);
             self.now = item.at;
             self.metrics.sim_events += 1;
             if let Some((every, f)) = &mut self.progress
@@ -607,7 +628,7 @@ impl Sim {
                     bootstrap: None,
                 });
             }
-            self.dispatch(item.kind);
+            self.dispatch(kind);
         }
         self.now = self.now.max(t);
     }
