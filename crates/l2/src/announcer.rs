@@ -27,7 +27,8 @@
 //! On takeover, and whenever an interface appears, comes back or changes MAC, it sends a round
 //! of gratuitous ARP (a request and a reply) or an unsolicited advertisement (O=1, to all-nodes)
 //! at once, then more rounds on the [`Config::takeover_rounds`] schedule, then optionally one
-//! every [`Config::refresh_interval`].
+//! every [`Config::refresh_interval`]. When another MAC claims an owned VIP, the series starts
+//! again on that interface (at most once per [`Config::defend_interval`]).
 //!
 //! # Graceful handover
 //!
@@ -64,6 +65,12 @@ pub struct Config {
     /// At most this many frames wait in the transmit queue; more are dropped and counted, so a
     /// flood of requests cannot grow memory without bound.
     pub max_queued_transmits: usize,
+    /// When another MAC claims an owned VIP outside a handover, restart its takeover series on
+    /// that interface, at most once per this interval there. A node that took the VIP by
+    /// mistake (its failure detector wrongly declared us dead) then hears us, and once it gives
+    /// the VIP back the later rounds leave neighbour caches on our MAC. `None`: only count
+    /// and report claims.
+    pub defend_interval: Option<Duration>,
 }
 
 impl Default for Config {
@@ -76,6 +83,7 @@ impl Default for Config {
             refresh_interval: None,
             router: false,
             max_queued_transmits: 4096,
+            defend_interval: Some(Duration::from_secs(5)),
         }
     }
 }
@@ -173,6 +181,8 @@ pub struct Stats {
     pub arp_requests_answered: u64,
     /// Neighbour solicitations answered.
     pub neighbor_solicits_answered: u64,
+    /// Claims by another MAC answered with a fresh takeover series ([`Config::defend_interval`]).
+    pub defended: u64,
     /// Gratuitous ARP frames queued (two per round: a request and a reply).
     pub gratuitous_arp_sent: u64,
     /// Unsolicited neighbour advertisements queued.
@@ -251,6 +261,8 @@ pub struct Announcer {
     claimed: BTreeMap<(IpAddr, u32), EthernetAddress>,
     /// The last claim by another MAC heard for each owned (VIP, interface) outside a handover.
     recent_claims: BTreeMap<(IpAddr, u32), (EthernetAddress, Instant)>,
+    /// When each owned (VIP, interface) last restarted its series to answer a claim.
+    defended: BTreeMap<(IpAddr, u32), Instant>,
     events: VecDeque<Event>,
 }
 
@@ -267,6 +279,7 @@ impl Announcer {
             handover: BTreeMap::new(),
             claimed: BTreeMap::new(),
             recent_claims: BTreeMap::new(),
+            defended: BTreeMap::new(),
             events: VecDeque::new(),
         }
     }
@@ -334,6 +347,7 @@ impl Announcer {
         self.queue.retain(|t| t.ifindex != ifindex);
         self.claimed.retain(|(_, index), _| *index != ifindex);
         self.recent_claims.retain(|(_, index), _| *index != ifindex);
+        self.defended.retain(|(_, index), _| *index != ifindex);
         self.settle_handover();
     }
 
@@ -366,6 +380,7 @@ impl Announcer {
         let owned = &self.owned;
         self.recent_claims
             .retain(|(vip, _), _| owned.contains_key(vip));
+        self.defended.retain(|(vip, _), _| owned.contains_key(vip));
         self.reconcile(now);
         self.settle_handover();
     }
@@ -495,7 +510,38 @@ impl Announcer {
         } else {
             self.recent_claims.insert((vip, ifindex), (by, now));
             self.push_event(Event::Claimed { vip, ifindex, by });
+            self.defend(now, vip, ifindex);
         }
+    }
+
+    /// Restarts `vip`'s takeover series on `ifindex` after a claim, if the defence interval
+    /// allows: the first round goes out at the next `handle_timeout` (due at once).
+    fn defend(&mut self, now: Instant, vip: IpAddr, ifindex: u32) {
+        let Some(every) = self.config.defend_interval else {
+            return;
+        };
+        let key = (vip, ifindex);
+        if self
+            .defended
+            .get(&key)
+            .is_some_and(|at| now.saturating_duration_since(*at) < every)
+        {
+            return;
+        }
+        self.defended.insert(key, now);
+        self.stats.defended += 1;
+        let first = self.config.takeover_rounds.first().copied();
+        let next_at = first
+            .or(self.config.refresh_interval)
+            .map(|offset| now + offset);
+        self.schedules.insert(
+            key,
+            Schedule {
+                started: now,
+                round: 0,
+                next_at,
+            },
+        );
     }
 
     /// Releases handover VIPs that a successor claimed on every interface they are announced
@@ -543,6 +589,7 @@ impl Announcer {
         self.handover.remove(&vip);
         self.claimed.retain(|(addr, _), _| *addr != vip);
         self.recent_claims.retain(|(addr, _), _| *addr != vip);
+        self.defended.retain(|(addr, _), _| *addr != vip);
         self.owned.remove(&vip);
         self.schedules.retain(|(addr, _), _| *addr != vip);
         self.queue.retain(|t| t.vip != vip);

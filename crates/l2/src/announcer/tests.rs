@@ -162,6 +162,7 @@ fn ignores_replies_gratuitous_and_own_frames_but_counts_conflicts() {
     a.handle_frame(t0, ETH0, &garp);
     // Our own request looped back.
     a.handle_frame(t0, ETH0, &frames::arp_request(OUR_MAC, CLIENT4, VIP4));
+    // No answer to either; the claim only restarts our series (a defence, tested below).
     assert!(drain(&mut a).is_empty());
     assert_eq!(a.stats().conflicts, 1);
     assert_eq!(a.stats().ignored, 1);
@@ -752,4 +753,56 @@ fn claims_outside_a_handover_are_reported_once_each() {
     assert_eq!(a.stats().conflicts, 2);
     // A conflict does not make us give up the VIP.
     assert!(answers_arp(&mut a, t0, ETH0));
+}
+
+#[test]
+fn a_claim_restarts_the_series_at_most_once_per_defend_interval() {
+    let t0 = Instant::now();
+    let mut a = Announcer::new(Config::default());
+    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    a.set_interface(t0, ETH1, iface("eth1", OUR_MAC_1));
+    a.set_owned(t0, [vip(VIP4)]);
+    // Past the whole takeover series: nothing scheduled any more.
+    while let Some(at) = a.poll_timeout() {
+        a.handle_timeout(at);
+    }
+    drain(&mut a);
+    assert_eq!(a.poll_timeout(), None);
+
+    let t1 = t0 + Duration::from_secs(20);
+    a.handle_frame(t1, ETH0, &successor_garp_reply());
+    assert_eq!(a.poll_timeout(), Some(t1));
+    a.handle_timeout(t1);
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 2, "one round: a request and a reply");
+    assert!(
+        out.iter()
+            .all(|t| t.kind == TransmitKind::GratuitousArp && t.ifindex == ETH0)
+    );
+    assert_eq!(a.stats().defended, 1);
+    // The series goes on (100 ms, 300 ms, ...), so our MAC is the last word once the other
+    // node gives the VIP back.
+    assert_eq!(a.poll_timeout(), Some(t1 + Duration::from_millis(100)));
+
+    // Another claim within the interval does not restart it; after the interval it does.
+    let interval = Config::default().defend_interval.unwrap();
+    a.handle_frame(t1 + interval / 2, ETH0, &successor_garp_reply());
+    assert_eq!(a.stats().defended, 1);
+    a.handle_frame(t1 + interval, ETH0, &successor_garp_reply());
+    assert_eq!(a.stats().defended, 2);
+
+    // Switched off: claims are only counted and reported.
+    let mut quiet = Announcer::new(Config {
+        defend_interval: None,
+        ..Config::default()
+    });
+    quiet.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+    quiet.set_owned(t0, [vip(VIP4)]);
+    while let Some(at) = quiet.poll_timeout() {
+        quiet.handle_timeout(at);
+    }
+    drain(&mut quiet);
+    quiet.handle_frame(t1, ETH0, &successor_garp_reply());
+    assert_eq!(quiet.poll_timeout(), None);
+    assert_eq!(events(&mut quiet).len(), 1);
 }
