@@ -73,6 +73,22 @@ pub fn render(shared: &Shared, l2: &DriverStats, gossip: Option<&NetStats>) -> S
     ] {
         let _ = writeln!(out, "vigil_l2_frames_total{{outcome=\"{outcome}\"}} {n}");
     }
+    family(
+        &mut out,
+        "vigil_l2_handovers_total",
+        "counter",
+        "VIPs handed to another node: silent once its claim was heard, or at the bound.",
+    );
+    for (result, n) in [("claimed", a.handed_over), ("expired", a.handover_expired)] {
+        let _ = writeln!(out, "vigil_l2_handovers_total{{result="{result}"}} {n}");
+    }
+    simple(
+        &mut out,
+        "vigil_l2_defended_total",
+        "counter",
+        "Claims of an owned VIP by another MAC answered with a fresh takeover series.",
+        a.defended,
+    );
     simple(
         &mut out,
         "vigil_l2_send_errors_total",
@@ -325,6 +341,8 @@ mod tests {
         ));
         assert!(text.contains("metallb_layer2_requests_received{ip=\"198.18.0.100\"} 3"));
         assert!(text.contains("metallb_layer2_gratuitous_sent{ip=\"198.18.0.100\"} 12"));
+        assert!(text.contains("vigil_l2_handovers_total{result=\"claimed\"} 0"));
+        assert!(text.contains("vigil_l2_defended_total 0"));
         assert!(!text.contains("198.18.0.9"), "removed VIP still exported");
         // The VIP moves away: its announced series goes.
         shared.announced.clear();
