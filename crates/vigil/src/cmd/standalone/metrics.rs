@@ -80,7 +80,7 @@ pub fn render(shared: &Shared, l2: &DriverStats, gossip: Option<&NetStats>) -> S
         "VIPs handed to another node: silent once its claim was heard, or at the bound.",
     );
     for (result, n) in [("claimed", a.handed_over), ("expired", a.handover_expired)] {
-        let _ = writeln!(out, "vigil_l2_handovers_total{{result="{result}"}} {n}");
+        let _ = writeln!(out, "vigil_l2_handovers_total{{result=\"{result}\"}} {n}");
     }
     simple(
         &mut out,
