@@ -2,10 +2,13 @@
 //! piggy-backed a limited number of times, least-sent first, larger first, newest first; a
 //! new message about a node replaces any queued message about the same node.
 //!
-//! One refinement over Go: a message is never sent twice to the same peer. Piggy-backing
-//! follows the traffic (acks go back to whoever pinged us), so Go's copies often land on the
-//! same few peers and a small cluster can miss news until the next push/pull; counting only
-//! distinct recipients makes the retransmit limit mean "this many different peers heard it".
+//! One refinement over Go: a message goes to every peer once before any peer gets it twice.
+//! Piggy-backing follows the traffic (acks go back to whoever pinged us), so Go's copies often
+//! land on the same few peers and a small cluster can miss news until the next push/pull;
+//! here the retransmit limit means "this many different peers heard it" when there are that
+//! many. With fewer peers than the limit (three nodes: two peers, limit 4) the copies go
+//! round again, so each peer gets two: on a lossy link a single copy of a refutation is lost
+//! often enough to get a live node declared dead.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
@@ -46,6 +49,11 @@ impl BroadcastQueue {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// Whether a message about `name` is queued.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
     }
 
     /// Drops the queued message about `name`, if any.
@@ -93,9 +101,9 @@ impl BroadcastQueue {
     }
 
     /// Takes messages for `to` that fit in `limit` bytes, each costing `overhead` extra, and
-    /// counts a transmit for each. A message leaves the queue once `transmit_limit` peers, or
-    /// all `peers` we know, have it. Returns the messages and whether a waited-for message
-    /// retired.
+    /// counts a transmit for each. A message leaves the queue after `transmit_limit`
+    /// transmits; none goes to a peer twice in one round, and a round ends once all `peers`
+    /// we know have it. Returns the messages and whether a waited-for message retired.
     pub(crate) fn take(
         &mut self,
         to: SocketAddr,
@@ -125,7 +133,10 @@ impl BroadcastQueue {
             picked.push(item.message.clone());
             item.sent_to.push(to);
             let transmits = key.0 + 1;
-            if transmits >= transmit_limit || item.sent_to.len() >= peers {
+            if item.sent_to.len() >= peers {
+                item.sent_to.clear();
+            }
+            if transmits >= transmit_limit {
                 if let Some(name) = &item.name {
                     self.by_name.remove(name);
                 }
@@ -199,14 +210,33 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_never_gets_the_same_message_twice() {
+    fn a_peer_gets_a_message_twice_only_after_every_peer_had_it() {
         let mut q = BroadcastQueue::default();
         q.push(Some("a"), vec![1; 5], false);
-        assert_eq!(q.take(peer(1), 0, 60, 4, 10).0.len(), 1);
-        assert!(q.take(peer(1), 0, 60, 4, 10).0.is_empty());
-        assert_eq!(q.take(peer(2), 0, 60, 4, 10).0.len(), 1);
-        // Everyone we know has it: retired even below the transmit limit.
+        assert_eq!(q.take(peer(1), 0, 60, 4, 3).0.len(), 1);
+        assert!(q.take(peer(1), 0, 60, 4, 3).0.is_empty());
+        assert_eq!(q.take(peer(2), 0, 60, 4, 3).0.len(), 1);
+        assert!(q.take(peer(2), 0, 60, 4, 3).0.is_empty());
+        // Everyone we know has it once; a second round begins, up to the limit of 4.
         assert_eq!(q.take(peer(3), 0, 60, 4, 3).0.len(), 1);
+        assert_eq!(q.take(peer(1), 0, 60, 4, 3).0.len(), 1);
+        assert!(q.is_empty(), "retired at the transmit limit");
+        assert!(q.take(peer(2), 0, 60, 4, 3).0.is_empty());
+    }
+
+    /// Three nodes: two peers, limit 4. Each peer gets the message twice, so one lost copy
+    /// (of a refutation, say) is not the end of it.
+    #[test]
+    fn with_fewer_peers_than_the_limit_each_peer_gets_several_copies() {
+        let mut q = BroadcastQueue::default();
+        q.push(Some("a"), vec![1; 5], false);
+        let mut got = [0; 2];
+        for _ in 0..5 {
+            for (i, g) in got.iter_mut().enumerate() {
+                *g += q.take(peer(i as u8 + 1), 0, 60, 4, 2).0.len();
+            }
+        }
+        assert_eq!(got, [2, 2]);
         assert!(q.is_empty());
     }
 

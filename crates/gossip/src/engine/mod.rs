@@ -275,6 +275,9 @@ pub struct Stats {
     pub refutations: u64,
     /// Members we declared dead when their suspicion expired.
     pub deaths_declared: u64,
+    /// Times we announced our incarnation again because someone still accused an older one
+    /// (our refutation had not reached it).
+    pub reannouncements: u64,
     /// Accusations or alives rejected for an implausible incarnation jump.
     pub implausible_incarnations: u64,
     /// TCP streams handled (incoming).
@@ -1057,7 +1060,12 @@ impl Membership {
             return;
         }
         match &self.probe {
-            Some(p) if p.seq == ack.seq_no && now < p.end => {
+            // No `now < p.end` test: the verdict is given in `handle_timeout`, so a probe
+            // still running has had no verdict yet. An ack handed to us after `end` arrived
+            // while we were not running (a stalled process, a late driver: the packet waited
+            // in the socket); the target answered, and refusing it would make us accuse a
+            // live peer for our own stall.
+            Some(p) if p.seq == ack.seq_no => {
                 let rtt = now.saturating_duration_since(p.sent);
                 let name = p.target.clone();
                 let direct = !p.indirect_sent;
@@ -1168,7 +1176,12 @@ impl Membership {
         };
         let target = self.members.list[ti].clone();
         let seq = p.seq;
-        let end = p.end;
+        // The helpers get the whole indirect window from when we actually ask them. Normally
+        // that is the ack deadline and nothing moves; but if we were stalled past it (a
+        // stopped process, a starved host), `end` may have passed too, and judging at once
+        // would accuse the target without waiting for a single helper: our stall, its blame.
+        let window = p.end.saturating_duration_since(p.ack_deadline);
+        let end = p.end.max(now + window);
         let helpers =
             self.members
                 .random(self.config.indirect_checks, Some(ti), &mut self.rng, |m| {
@@ -1208,8 +1221,8 @@ impl Membership {
             p.indirect_sent = true;
             p.expected_nacks = expected_nacks;
             p.tcp = tcp;
+            p.end = end;
         }
-        let _ = now;
     }
 
     fn probe_succeeded(&mut self, now: Instant) {
@@ -1305,6 +1318,25 @@ impl Membership {
         self.stats.refutations += 1;
         self.apply_awareness(1);
         self.bump_incarnation(now, accused);
+    }
+
+    /// Someone still accuses an incarnation of ours that we already refuted: our refutation
+    /// has not reached everyone (its copies were lost), and whoever holds us suspect will
+    /// declare us dead when its timer runs out. Go ignores such stale accusations, so one
+    /// lost refutation per peer is fatal in a small cluster, where each peer gets one or two
+    /// copies. Announce our current incarnation again, unless that announcement is still
+    /// queued (so a burst of stale accusations costs one broadcast, not one each).
+    fn reannounce(&mut self) {
+        if self.leaving {
+            return;
+        }
+        let name = self.local().name.clone();
+        if self.broadcasts.contains(&name) {
+            return;
+        }
+        self.stats.reannouncements += 1;
+        let alive = Message::Alive(self.own_alive());
+        self.queue_broadcast(&name, &alive);
     }
 
     fn plausible(&mut self, known: u32, claimed: u32) -> bool {
@@ -1467,6 +1499,9 @@ impl Membership {
         };
         let m = &self.members.list[i];
         if s.incarnation < m.incarnation {
+            if i == 0 {
+                self.reannounce();
+            }
             self.stats.ignored += 1;
             return;
         }
@@ -1569,6 +1604,9 @@ impl Membership {
         };
         let m = &self.members.list[i];
         if d.incarnation < m.incarnation {
+            if i == 0 && !self.leaving {
+                self.reannounce();
+            }
             self.stats.ignored += 1;
             return;
         }

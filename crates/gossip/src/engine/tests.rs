@@ -628,3 +628,173 @@ fn member_entries_stay_small() {
     eprintln!("Member: {size} bytes");
     assert!(size <= 96, "Member grew to {size} bytes");
 }
+
+/// The messages in one of our datagrams.
+fn messages_in(bytes: &[u8]) -> Vec<Message> {
+    packet::open(&Framing::default(), bytes)
+        .expect("our own datagram opens")
+        .messages
+}
+
+/// Runs node `i` alone (the others do not run) until it starts a probe; returns the time and
+/// what it sent meanwhile, the ping last.
+fn run_alone_until_it_probes(net: &mut Net, i: usize) -> (Instant, Vec<Transmit>) {
+    let probes = net.nodes[i].stats().probes;
+    let mut sent = Vec::new();
+    let mut t = net.now;
+    while net.nodes[i].stats().probes == probes {
+        t = net.nodes[i].poll_timeout().expect("timers run").max(t);
+        net.nodes[i].handle_timeout(t);
+        sent.clear();
+        while let Some(tx) = net.nodes[i].poll_transmit() {
+            sent.push(tx);
+        }
+        assert!(
+            t < net.now + Duration::from_secs(1),
+            "no probe within a second"
+        );
+    }
+    net.now = t;
+    (t, sent)
+}
+
+/// Whose datagram carried a ping, if any.
+fn ping_in(sent: &[Transmit]) -> Option<&Transmit> {
+    sent.iter().find(|t| {
+        messages_in(&t.bytes)
+            .iter()
+            .any(|m| matches!(m, Message::Ping(_)))
+    })
+}
+
+/// A refutation whose every copy was lost would leave the accuser's timer running: Go ignores
+/// later accusations of the incarnation already refuted. A stale accusation therefore means
+/// the news did not arrive, and the accused announces its incarnation again, once while that
+/// announcement is queued.
+#[test]
+fn a_stale_accusation_brings_the_lost_refutation_back() {
+    let mut net = Net::joined(3, Config::fast(), 9);
+    let accusation = Message::Suspect(Suspect {
+        incarnation: 1,
+        node: "node-1".into(),
+        from: "node-0".into(),
+    })
+    .to_vec(Transport::Packet);
+    let mut t = net.now;
+    net.nodes[1].handle_packet(t, addr(0), &accusation);
+    assert_eq!(net.nodes[1].incarnation(), 2, "refuted");
+    // Every copy of the refutation is lost.
+    let mut copies = 0;
+    for _ in 0..10 {
+        t += Duration::from_millis(10);
+        net.nodes[1].handle_timeout(t);
+        while let Some(tx) = net.nodes[1].poll_transmit() {
+            copies += messages_in(&tx.bytes)
+                .iter()
+                .filter(|m| matches!(m, Message::Alive(a) if a.node == "node-1"))
+                .count();
+        }
+    }
+    assert_eq!(
+        copies, 4,
+        "the retransmit limit at three nodes: two copies per peer"
+    );
+    assert_eq!(net.nodes[1].stats().reannouncements, 0);
+    // The accuser never heard it and accuses incarnation 1 again (and so does a relay).
+    net.nodes[1].handle_packet(t, addr(0), &accusation);
+    net.nodes[1].handle_packet(t, addr(2), &accusation);
+    assert_eq!(
+        net.nodes[1].incarnation(),
+        2,
+        "incarnation 2 already answers it"
+    );
+    assert_eq!(net.nodes[1].stats().refutations, 1);
+    assert_eq!(net.nodes[1].stats().reannouncements, 1, "once while queued");
+    let mut told = HashSet::new();
+    for _ in 0..10 {
+        t += Duration::from_millis(10);
+        net.nodes[1].handle_timeout(t);
+        while let Some(tx) = net.nodes[1].poll_transmit() {
+            let again = messages_in(&tx.bytes).iter().any(
+                |m| matches!(m, Message::Alive(a) if a.node == "node-1" && a.incarnation == 2),
+            );
+            if again {
+                told.insert(tx.to);
+            }
+        }
+    }
+    assert_eq!(
+        told,
+        HashSet::from([addr(0), addr(2)]),
+        "both peers hear it again"
+    );
+}
+
+/// A prober stalled past the end of its probe (a stopped process) asks the helpers when it
+/// wakes, and waits their whole window before judging, instead of accusing the target at once
+/// for its own stall.
+#[test]
+fn a_prober_that_stalls_past_its_probe_waits_for_the_helpers() {
+    let mut net = Net::joined(3, Config::fast(), 10);
+    let raised = net.nodes[0].stats().suspicions_raised;
+    let (t, sent) = run_alone_until_it_probes(&mut net, 0);
+    assert!(ping_in(&sent).is_some());
+    // The ping is lost, and node 0 stalls for four probe intervals.
+    let late = t + Config::fast().probe_interval * 4;
+    net.now = late;
+    net.nodes[0].handle_timeout(late);
+    assert_eq!(
+        net.nodes[0].stats().suspicions_raised,
+        raised,
+        "no verdict yet"
+    );
+    let mut asked = 0;
+    let mut requests = Vec::new();
+    while let Some(tx) = net.nodes[0].poll_transmit() {
+        let msgs = messages_in(&tx.bytes);
+        asked += msgs
+            .iter()
+            .filter(|m| matches!(m, Message::IndirectPing(_)))
+            .count();
+        requests.push(tx);
+    }
+    assert_eq!(asked, 1, "the one helper of a three-node cluster is asked");
+    for tx in requests {
+        let j = Net::index_of(tx.to);
+        net.nodes[j].handle_packet(late, addr(0), &tx.bytes);
+    }
+    net.pump();
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.nodes[0].stats().suspicions_raised, raised);
+    assert_eq!(net.nodes[0].stats().probes_failed, 0);
+}
+
+/// An ack that reaches the engine after the probe's end, but before its verdict (it waited in
+/// the socket while the process was stopped), counts: the target answered.
+#[test]
+fn an_ack_handed_over_late_but_before_the_verdict_counts() {
+    let mut net = Net::joined(3, Config::fast(), 11);
+    let (t, sent) = run_alone_until_it_probes(&mut net, 0);
+    let ping = ping_in(&sent).expect("a ping").clone();
+    let target = Net::index_of(ping.to);
+    let late = t + Config::fast().probe_interval * 4;
+    let target_name = format!("node-{target}");
+    let answered = |net: &Net| {
+        net.count(
+            0,
+            |e| matches!(e, Event::PingComplete { name, .. } if **name == *target_name),
+        )
+    };
+    let before = answered(&net);
+    net.now = late;
+    net.nodes[target].handle_packet(late, addr(0), &ping.bytes);
+    net.pump();
+    assert_eq!(
+        answered(&net),
+        before + 1,
+        "the late ack completed the probe"
+    );
+    net.nodes[0].handle_timeout(late);
+    assert_eq!(net.nodes[0].stats().probes_failed, 0);
+    assert_eq!(net.nodes[0].stats().suspicions_raised, 0);
+}
