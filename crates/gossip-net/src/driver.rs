@@ -17,6 +17,8 @@ use vigil_gossip::{Config, ConfigError, LocalNode, MemberInfo, Membership, Stats
 /// Go closes an inbound push/pull that would be the 128th in flight; we cap all inbound
 /// connections the same way.
 const MAX_INBOUND_STREAMS: usize = 128;
+/// Most datagrams read from the socket before due timers run (see `read_waiting_datagrams`).
+const MAX_WAITING_DATAGRAMS: usize = 256;
 /// How long [`Memberlist::shutdown`] waits for the driver before aborting it.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -466,6 +468,12 @@ impl Driver {
             if let Some(d) = deadline
                 && Instant::now() >= d
             {
+                // Input first, then timers: after a stall (a stopped process, a starved
+                // host) the socket holds the acks and refutations that arrived meanwhile.
+                // Firing timers first would judge without them: probes that were answered
+                // would fail and suspicions that were refuted would expire, so a node that
+                // merely paused would accuse its peers.
+                self.read_waiting_datagrams(&mut buf);
                 self.engine.handle_timeout(now());
             }
         }
@@ -489,6 +497,23 @@ impl Driver {
         }
         while let Some(ev) = self.engine.poll_event() {
             self.on_event(ev);
+        }
+    }
+
+    /// Hands the engine every datagram already waiting in the socket, without waiting for
+    /// more (bounded, so a flood cannot hold timers off for ever).
+    fn read_waiting_datagrams(&mut self, buf: &mut [u8]) {
+        for _ in 0..MAX_WAITING_DATAGRAMS {
+            match self.udp.try_recv_from(buf) {
+                Ok((n, from)) => self.engine.handle_packet(now(), from, &buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    if !self.read_icmp_errors() {
+                        self.counters.udp_recv_errors += 1;
+                        return;
+                    }
+                }
+            }
         }
     }
 
