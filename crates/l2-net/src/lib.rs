@@ -1,9 +1,10 @@
 //! Linux driver for the vigil L2 announcer: AF_PACKET sockets with a BPF filter per interface,
 //! a netlink watch of links and addresses, solicited-node multicast membership, and a blocking
-//! driver thread that runs a sans-IO [`vigil_l2::Announcer`] over them.
+//! driver thread that runs a sans-IO [`vigil_l2::Announcer`] over them; and [`address`], which
+//! puts a VIP on a host device so the kernel accepts traffic to it.
 //!
 //! This is the only vigil crate with `unsafe`: system calls through `libc`, each block with a
-//! `// SAFETY:` comment, confined to [`packet_socket`], [`netlink`] and [`poll`].
+//! `// SAFETY:` comment, confined to [`packet_socket`], [`netlink`], [`address`] and [`poll`].
 //!
 //! ```text
 //!   netlink watch ──> links/addresses ──> Selection ──> set_interface / remove_interface
@@ -12,6 +13,7 @@
 //! ```
 #![allow(unsafe_code)]
 
+pub mod address;
 pub mod args;
 pub mod driver;
 pub mod netlink;

@@ -7,29 +7,29 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 // linux/netlink.h, linux/rtnetlink.h, linux/if_link.h, linux/if_addr.h
-const NLMSG_ERROR: u16 = 2;
+pub(crate) const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLMSG_OVERRUN: u16 = 4;
 const RTM_NEWLINK: u16 = 16;
 const RTM_DELLINK: u16 = 17;
 const RTM_GETLINK: u16 = 18;
-const RTM_NEWADDR: u16 = 20;
-const RTM_DELADDR: u16 = 21;
+pub(crate) const RTM_NEWADDR: u16 = 20;
+pub(crate) const RTM_DELADDR: u16 = 21;
 const RTM_GETADDR: u16 = 22;
-const NLM_F_REQUEST: u16 = 0x1;
+pub(crate) const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_DUMP: u16 = 0x300;
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MASTER: u16 = 10;
-const IFA_ADDRESS: u16 = 1;
-const IFA_LOCAL: u16 = 2;
+pub(crate) const IFA_ADDRESS: u16 = 1;
+pub(crate) const IFA_LOCAL: u16 = 2;
 const RTMGRP_LINK: u32 = 0x1;
 const RTMGRP_IPV4_IFADDR: u32 = 0x10;
 const RTMGRP_IPV6_IFADDR: u32 = 0x100;
 
-const NLMSG_HDR_LEN: usize = 16;
+pub(crate) const NLMSG_HDR_LEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
-const IFADDRMSG_LEN: usize = 8;
+pub(crate) const IFADDRMSG_LEN: usize = 8;
 
 /// A network interface as netlink describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub enum Event {
     Overrun,
 }
 
-fn align4(n: usize) -> usize {
+pub(crate) fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
@@ -71,7 +71,7 @@ fn u16_ne(b: &[u8]) -> u16 {
     u16::from_ne_bytes([b[0], b[1]])
 }
 
-fn u32_ne(b: &[u8]) -> u32 {
+pub(crate) fn u32_ne(b: &[u8]) -> u32 {
     u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
 }
 
@@ -186,7 +186,9 @@ pub fn parse(mut buf: &[u8], events: &mut Vec<Event>) -> bool {
     done
 }
 
-fn open_socket(groups: u32, nonblocking: bool) -> io::Result<OwnedFd> {
+/// A route netlink socket subscribed to `groups` (0 for none), bound, with a large receive
+/// buffer.
+pub(crate) fn open_socket(groups: u32, nonblocking: bool) -> io::Result<OwnedFd> {
     let flags = if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
     // SAFETY: plain syscall with constant arguments; the result is checked before use.
     let raw = unsafe {
@@ -230,7 +232,8 @@ fn open_socket(groups: u32, nonblocking: bool) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
+/// One datagram into `buf`: `Ok(None)` when nothing waits on a non-blocking socket.
+pub(crate) fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
     loop {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call.
         let n = unsafe {
@@ -253,7 +256,24 @@ fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
     }
 }
 
-const RECV_BUFFER: usize = 64 * 1024;
+/// Sends one request (the kernel takes a netlink datagram whole or not at all).
+pub(crate) fn send(fd: BorrowedFd<'_>, request: &[u8]) -> io::Result<()> {
+    // SAFETY: `request` is valid for reads of `request.len()` bytes during the call.
+    let sent = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            request.as_ptr().cast::<libc::c_void>(),
+            request.len(),
+            0,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub(crate) const RECV_BUFFER: usize = 64 * 1024;
 
 /// A subscription to link and address changes.
 #[derive(Debug)]
@@ -313,18 +333,7 @@ pub fn dump(timeout: Duration) -> io::Result<Vec<Event>> {
         request[4..6].copy_from_slice(&kind.to_ne_bytes());
         request[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
         request[8..12].copy_from_slice(&(seq as u32 + 1).to_ne_bytes());
-        // SAFETY: `request` is valid for reads of `request.len()` bytes during the call.
-        let sent = unsafe {
-            libc::send(
-                fd.as_raw_fd(),
-                request.as_ptr().cast::<libc::c_void>(),
-                request.len(),
-                0,
-            )
-        };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        send(fd.as_fd(), &request)?;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
