@@ -22,6 +22,8 @@ pub(crate) const VIP: &str = "198.18.0.100";
 /// The IPv6 VIP of the same service: announced from the same node.
 pub(crate) const VIP6: &str = "2001:db8::100";
 pub(crate) const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
+/// The port of the hosts' TCP service (see [`Cluster::start_services`]).
+pub(crate) const SERVICE_PORT: u16 = 8080;
 
 /// vigil-l2-client, built by `cargo test --workspace` next to the vigil binary.
 fn l2_client() -> PathBuf {
@@ -372,6 +374,110 @@ impl Cluster {
         h.child.as_ref().map(Child::id)
     }
 
+    /// Runs a command inside `host`'s namespace; its output, whatever its exit status.
+    pub(crate) fn exec(&self, host: &str, args: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns(host)])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("ip netns exec")
+    }
+
+    /// Gives every host an IPv6 address on the bridge (2001:db8::11.. /64, no DAD), so that
+    /// it can answer the client's IPv6 traffic to a VIP it holds.
+    pub(crate) fn add_host_ipv6(&self) {
+        for (i, host) in self.names().iter().enumerate() {
+            let cidr = format!("2001:db8::{}/64", 11 + i);
+            self.net
+                .ip(host, &["addr", "add", &cidr, "dev", "eth0", "nodad"]);
+        }
+    }
+
+    /// Whether `host` holds `ip` as an address on `device`.
+    pub(crate) fn holds(&self, host: &str, device: &str, ip: &str) -> bool {
+        let out = self.net.ip(host, &["-o", "addr", "show", "dev", device]);
+        out.split_whitespace()
+            .any(|w| w.split('/').next() == Some(ip))
+    }
+
+    /// `net.ipv4.conf.<device>.<name>` in `host`'s namespace.
+    pub(crate) fn sysctl(&self, host: &str, device: &str, name: &str) -> String {
+        let path = format!("/proc/sys/net/ipv4/conf/{device}/{name}");
+        let out = self.exec(host, &["cat", &path]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Writes `net.ipv4.conf.<device>.<name>` in `host`'s namespace.
+    pub(crate) fn set_sysctl(&self, host: &str, device: &str, name: &str, value: &str) {
+        let path = format!("/proc/sys/net/ipv4/conf/{device}/{name}");
+        let out = self.exec(host, &["sh", "-c", &format!("echo {value} > {path}")]);
+        assert!(out.status.success(), "{host}: cannot write {path}");
+    }
+
+    /// Forgets the client's neighbour entry for `ip`, so the next packet resolves it afresh.
+    pub(crate) fn forget_client_neighbour(&self, ip: &str) {
+        let _ = self.exec("cl", &["ip", "neigh", "flush", "to", ip]);
+    }
+
+    /// The MAC the client's neighbour table holds for `ip`, if any.
+    pub(crate) fn client_neighbour(&self, ip: &str) -> Option<String> {
+        let out = self.net.ip("cl", &["neigh", "show", ip]);
+        let mut words = out.split_whitespace();
+        words.find(|w| *w == "lladdr")?;
+        words.next().map(str::to_string)
+    }
+
+    /// Starts a TCP service on port [`SERVICE_PORT`] in every host's namespace (IPv4 and
+    /// IPv6, any local address) that answers each connection with the host's name and
+    /// closes. Bounded: each exits by itself after `max_s` seconds, or is killed on drop.
+    pub(crate) fn start_services(&mut self, max_s: u32) {
+        for host in self.names() {
+            let child = Command::new("ip")
+                .args(["netns", "exec", &self.ns(&host), "python3", "-c", SERVICE])
+                .args([&host, &SERVICE_PORT.to_string(), &max_s.to_string()])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("python3");
+            self.helpers.push(child);
+        }
+    }
+
+    /// From the client: one ICMP echo to `ip` (IPv4 or IPv6), waiting at most a second for
+    /// the reply. Whether it came.
+    pub(crate) fn ping(&self, ip: &str) -> bool {
+        let out = self.exec("cl", &["python3", "-c", CLIENT_TOOL, "ping", ip]);
+        out.status.success()
+    }
+
+    /// From the client: a TCP connection to `ip`:[`SERVICE_PORT`] (at most two seconds);
+    /// what the service said (the name of the host that took the connection).
+    pub(crate) fn connect(&self, ip: &str) -> Option<String> {
+        let out = self.exec("cl", &["python3", "-c", CLIENT_TOOL, "tcp", ip]);
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    }
+
+    /// Waits (bounded) for `host`'s speaker to exit by itself; its exit status, or `None`
+    /// if it still runs at the limit (then it is left to [`Cluster::kill`] or drop).
+    pub(crate) fn wait_exit(
+        &mut self,
+        host: &str,
+        limit: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let h = self.hosts.iter_mut().find(|h| h.name == host).unwrap();
+        let child = h.child.as_mut()?;
+        let mut status = None;
+        poll(limit, Duration::from_millis(50), || {
+            status = child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        if status.is_some() {
+            h.child = None;
+        }
+        status
+    }
+
     /// Loads an nftables script in `host`'s namespace.
     fn nft(&self, host: &str, script: &str) {
         let path = format!("/tmp/{}-{host}.nft", self.net.prefix());
@@ -695,4 +801,73 @@ while True:
             lines.append("garp %s %.6f" % (who, t))
 with open(out, "w") as f:
     f.write("\n".join(lines) + "\n")
+"#;
+
+/// The hosts' TCP service (python3): answers each connection with the host's name on any
+/// local address, IPv4 and IPv6; exits after its maximum duration.
+const SERVICE: &str = r#"
+import select, socket, sys, time
+name, port, max_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::", port))
+s.listen(64)
+end = time.monotonic() + max_s
+while time.monotonic() < end:
+    if not select.select([s], [], [], 0.5)[0]:
+        continue
+    c, _ = s.accept()
+    try:
+        c.sendall((name + "\n").encode())
+    except OSError:
+        pass
+    c.close()
+"#;
+
+/// The client's probes (python3, root): `ping ADDR` sends one ICMP echo (IPv4 or IPv6) and
+/// exits 0 on its reply within a second; `tcp ADDR` connects to the hosts' service and
+/// prints what it says (two seconds at most).
+const CLIENT_TOOL: &str = r#"
+import os, select, socket, struct, sys, time
+mode, addr = sys.argv[1], sys.argv[2]
+v6 = ":" in addr
+if mode == "tcp":
+    s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(2.0)
+    try:
+        s.connect((addr, 8080))
+        data = s.recv(256)
+    except OSError:
+        sys.exit(1)
+    print(data.decode(errors="replace").strip())
+    sys.exit(0 if data else 1)
+def checksum(b):
+    if len(b) % 2:
+        b += b"\0"
+    total = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    total = (total >> 16) + (total & 0xFFFF)
+    total += total >> 16
+    return (~total) & 0xFFFF
+ident = os.getpid() & 0xFFFF
+if v6:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    request_type, reply_type = 128, 129
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    request_type, reply_type = 8, 0
+header = struct.pack("!BBHHH", request_type, 0, 0, ident, 1)
+payload = b"vigil-lab"
+# The kernel fills in the ICMPv6 checksum (it needs the addresses).
+sum_ = 0 if v6 else checksum(header + payload)
+s.sendto(struct.pack("!BBHHH", request_type, 0, sum_, ident, 1) + payload, (addr, 0))
+end = time.monotonic() + 1.0
+while True:
+    left = end - time.monotonic()
+    if left <= 0 or not select.select([s], [], [], left)[0]:
+        sys.exit(1)
+    data, src = s.recvfrom(2048)
+    icmp = data if v6 else data[(data[0] & 0x0F) * 4:]
+    if len(icmp) >= 8 and icmp[0] == reply_type and struct.unpack("!H", icmp[4:6])[0] == ident and src[0] == addr:
+        sys.exit(0)
 "#;

@@ -100,6 +100,8 @@ struct RawElection {
 #[serde(deny_unknown_fields)]
 struct RawAnnounce {
     refresh: Option<String>,
+    local_address: Option<String>,
+    arp_sysctls: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -147,6 +149,9 @@ pub struct Config {
     pub election: ElectionConfig,
     /// Periodic gratuitous announcements, if any.
     pub refresh: Option<Duration>,
+    /// The device the owner puts its VIPs on, so the host accepts traffic to them; `None`:
+    /// the VIPs are answered for but not held (the operator binds services otherwise).
+    pub local_address: Option<LocalAddressConfig>,
     /// Where `/metrics`, `/healthz`, `/readyz` and `/status` are served; `None` for nowhere.
     pub http_listen: Option<SocketAddr>,
     /// The services, in file order.
@@ -197,6 +202,26 @@ pub struct ElectionConfig {
     pub hold_down: Option<Duration>,
     /// Split-brain guard: the cluster's expected size.
     pub expected_members: Option<usize>,
+}
+
+/// `announce.local_address` and its companion `announce.arp_sysctls`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalAddressConfig {
+    /// The device (e.g. `lo`, or a dummy device) that holds the VIPs this node owns.
+    pub device: String,
+    /// What to do about the kernel's ARP settings.
+    pub arp_sysctls: ArpSysctlsMode,
+}
+
+/// How `announce.arp_sysctls` treats `arp_ignore`/`arp_announce`, without which a host that
+/// still holds a VIP (its speaker crashed) would answer ARP for it beside the new owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArpSysctlsMode {
+    /// Set `arp_ignore=1` and `arp_announce=2` on `all` and the announcing interfaces at start.
+    #[default]
+    Set,
+    /// Touch nothing; refuse to start unless the values in force are already that strict.
+    Check,
 }
 
 /// One service.
@@ -368,6 +393,12 @@ fn validate(raw: RawConfig, default_name: Option<&str>) -> Result<Config, Config
         .refresh
         .map(|d| positive_duration("announce.refresh", &d))
         .transpose()?;
+    let local_address = validate_local_address(
+        raw.announce.local_address,
+        raw.announce.arp_sysctls,
+        &interfaces,
+        &raw.services,
+    )?;
     let http_listen = match raw.http.listen.as_deref() {
         None => Some(DEFAULT_HTTP_LISTEN.parse().expect("a socket address")),
         Some("" | "off") => None,
@@ -397,6 +428,7 @@ fn validate(raw: RawConfig, default_name: Option<&str>) -> Result<Config, Config
         interfaces,
         election,
         refresh,
+        local_address,
         http_listen,
         services,
     };
@@ -496,6 +528,75 @@ fn validate_gossip(raw: Option<RawGossip>) -> Result<GossipConfig, ConfigError> 
         label,
         rejoin_interval,
     })
+}
+
+/// Linux's rule for a device name (`dev_valid_name`): 1 to 15 bytes, not `.` or `..`, no
+/// `/`, `:` or whitespace.
+fn check_device_name(field: &str, name: &str) -> Result<(), ConfigError> {
+    let plausible = !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control());
+    if plausible {
+        Ok(())
+    } else {
+        Err(bad(
+            field,
+            format!("{name:?} is not a device name (1 to 15 bytes, no '/', ':' or spaces)"),
+        ))
+    }
+}
+
+fn validate_local_address(
+    device: Option<String>,
+    sysctls: Option<String>,
+    interfaces: &InterfacesConfig,
+    services: &[RawService],
+) -> Result<Option<LocalAddressConfig>, ConfigError> {
+    let Some(device) = device else {
+        if sysctls.is_some() {
+            return Err(bad(
+                "announce.arp_sysctls",
+                "applies only with announce.local_address",
+            ));
+        }
+        return Ok(None);
+    };
+    check_device_name("announce.local_address", &device)?;
+    // On an announcing interface, a host whose speaker crashed would keep answering for the
+    // VIP there whatever arp_ignore says (the address is on the receiving interface).
+    let announced_on = interfaces
+        .include
+        .iter()
+        .flatten()
+        .chain(services.iter().flat_map(|s| s.interfaces.iter().flatten()))
+        .any(|name| *name == device);
+    if announced_on {
+        return Err(bad(
+            "announce.local_address",
+            format!(
+                "{device:?} is an interface VIPs are announced on: a host whose speaker \
+                 stopped would keep answering for them there; use lo or a dummy device"
+            ),
+        ));
+    }
+    let arp_sysctls = match sysctls.as_deref() {
+        None | Some("set") => ArpSysctlsMode::Set,
+        Some("check") => ArpSysctlsMode::Check,
+        Some(other) => {
+            return Err(bad(
+                "announce.arp_sysctls",
+                format!("{other:?} is neither \"set\" nor \"check\""),
+            ));
+        }
+    };
+    Ok(Some(LocalAddressConfig {
+        device,
+        arp_sysctls,
+    }))
 }
 
 fn validate_service(field: &str, raw: RawService) -> Result<ServiceConfig, ConfigError> {
@@ -887,6 +988,37 @@ services:
                 "election.expected_members",
             ),
             ("refresh: 30s", "refresh: 3 weeks", "announce.refresh"),
+            (
+                "refresh: 30s",
+                "refresh: 30s\n  local_address: \"\"",
+                "announce.local_address",
+            ),
+            (
+                "refresh: 30s",
+                "local_address: averyveryverylongname",
+                "announce.local_address",
+            ),
+            (
+                "refresh: 30s",
+                "local_address: \"lo:1\"",
+                "announce.local_address",
+            ),
+            (
+                "refresh: 30s",
+                "local_address: \"..\"",
+                "announce.local_address",
+            ),
+            (
+                "refresh: 30s",
+                "local_address: eth0",
+                "announce.local_address",
+            ),
+            (
+                "refresh: 30s",
+                "local_address: lo\n  arp_sysctls: leave",
+                "announce.arp_sysctls",
+            ),
+            ("refresh: 30s", "arp_sysctls: check", "announce.arp_sysctls"),
             ("listen: 127.0.0.1:9472", "listen: localhost", "http.listen"),
             ("- name: web", "- name: \"\"", "services[0].name"),
             ("- name: dns", "- name: web", "services[1].name"),
@@ -948,6 +1080,26 @@ services:
             assert_eq!(e.field, *field, "{replace:?} gave {e}");
             assert!(!e.message.is_empty());
         }
+    }
+
+    #[test]
+    fn local_address_is_off_unless_set() {
+        let c = Config::parse(GOOD, None).unwrap();
+        assert_eq!(c.local_address, None);
+        let c = Config::parse(&with("refresh: 30s", "local_address: lo"), None).unwrap();
+        assert_eq!(
+            c.local_address,
+            Some(LocalAddressConfig {
+                device: "lo".into(),
+                arp_sysctls: ArpSysctlsMode::Set,
+            })
+        );
+        let text = with("refresh: 30s", "local_address: vip0\n  arp_sysctls: check");
+        let c = Config::parse(&text, None).unwrap();
+        assert_eq!(c.local_address.unwrap().arp_sysctls, ArpSysctlsMode::Check);
+        // A dotted VLAN name is a device name too.
+        let text = with("refresh: 30s", "local_address: dummy0.5");
+        assert!(Config::parse(&text, None).is_ok());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::config::{Config, HealthCheck};
 use super::health::{Checks, HealthChange};
 use super::http::{self, Sources};
+use super::local_address::LocalAddresses;
 use super::speaker::{Change, Member, Speaker};
 use super::state::{Shared, Status, StatusMember, StatusQuorum, StatusVip};
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,6 +43,14 @@ pub async fn run(
     default_name: Option<String>,
 ) -> Result<(), String> {
     let started = Instant::now();
+    let mut selection = Selection::default();
+    if let Some(exclude) = &config.interfaces.exclude {
+        selection.exclude = exclude.clone();
+    }
+    selection.include = config.interfaces.include.clone();
+    // Before anything answers: the device exists, the ARP sysctls are safe, and addresses a
+    // crashed run left behind are gone.
+    let local = LocalAddresses::start(&config, &selection)?;
     let failing: BTreeSet<String> = checks_of(&config).into_keys().collect();
     let holding = config.election.hold_down.is_some();
     let meta = NodeMeta {
@@ -61,11 +70,6 @@ pub async fn run(
         .await
         .map_err(|e| format!("gossip: {e}"))?;
 
-    let mut selection = Selection::default();
-    if let Some(exclude) = &config.interfaces.exclude {
-        selection.exclude = exclude.clone();
-    }
-    selection.include = config.interfaces.include.clone();
     let announcer = vigil_l2::Config {
         refresh_interval: config.refresh,
         ..vigil_l2::Config::default()
@@ -126,6 +130,7 @@ pub async fn run(
         holding,
         seeds: seeds_tx,
         joined: false,
+        local,
     };
     daemon.file_text = daemon.read_file();
     daemon.checks.sync(&checks_of(daemon.speaker.config()));
@@ -151,6 +156,10 @@ pub async fn run(
     };
     tokio::join!(leave, wait_for_handover(&l2, handing_over));
     let _ = l2.set_owned(Vec::new());
+    // The successors answer now (or nobody will): the addresses can go.
+    if let Some(local) = &mut daemon.local {
+        local.release_all();
+    }
     gossip.shutdown().await;
     joiner.abort();
     if let Some(t) = http_task {
@@ -188,6 +197,8 @@ struct Daemon {
     /// The first join through the seeds is over. Until then this node elects nothing: alone,
     /// it would think itself the owner of every VIP and answer beside the real owners.
     joined: bool,
+    /// The VIPs held on `announce.local_address`, if set.
+    local: Option<LocalAddresses>,
 }
 
 impl Daemon {
@@ -231,7 +242,7 @@ impl Daemon {
                 }
                 _ = hup.recv() => self.reload("SIGHUP").await,
                 _ = file_poll.tick() => {
-                    self.log_announcer_events();
+                    self.on_announcer_events();
                     if self.read_file() != self.file_text {
                         self.reload("file changed").await;
                     }
@@ -376,6 +387,7 @@ impl Daemon {
         merged.gossip.rejoin_interval = old.gossip.rejoin_interval;
         merged.interfaces = old.interfaces.clone();
         merged.refresh = old.refresh;
+        merged.local_address = old.local_address.clone();
         merged.http_listen = old.http_listen;
         merged.election.hold_down = old.election.hold_down;
         if merged == old {
@@ -450,6 +462,22 @@ impl Daemon {
                 }
             }
         }
+        // The kernel accepts traffic to a VIP before the announcer points clients at it; a
+        // VIP nobody takes loses its address at once, one handed over once the successor
+        // speaks (see `on_announcer_events`).
+        if let Some(local) = &mut self.local {
+            for change in &changes {
+                match change {
+                    Change::Taken { vip, .. } => local.take(*vip),
+                    Change::Released {
+                        vip,
+                        successor: None,
+                        ..
+                    } => local.release(*vip, "released"),
+                    Change::Released { .. } => {}
+                }
+            }
+        }
         // Make before break: a VIP moving to another node is answered here until that node
         // is heard claiming it (or the bound passes); one nobody takes goes silent at once.
         let handing_over: Vec<std::net::IpAddr> = changes
@@ -510,6 +538,7 @@ impl Daemon {
         shared.vips_taken += taken;
         shared.vips_released += released;
         shared.ready = self.joined;
+        shared.local_address = self.local.as_ref().map(local_address_state);
     }
 
     /// Hands the owned VIPs that have a successor to it (see [`vigil_l2::Announcer::hand_over`])
@@ -546,10 +575,29 @@ impl Daemon {
         handing_over
     }
 
-    /// Logs what the announcer saw: handovers ending, other hosts claiming our VIPs.
-    fn log_announcer_events(&self) {
-        for event in self.l2.take_events() {
-            log_announcer_event(&event);
+    /// Logs what the announcer saw (handovers ending, other hosts claiming our VIPs), and takes
+    /// a VIP handed over to its successor off the local-address device, unless it came back.
+    fn on_announcer_events(&mut self) {
+        let events = self.l2.take_events();
+        for event in &events {
+            log_announcer_event(event);
+        }
+        let Some(local) = &mut self.local else { return };
+        let owned: BTreeSet<std::net::IpAddr> =
+            self.speaker.owned_vips().iter().map(|v| v.addr).collect();
+        let mut changed = false;
+        for event in &events {
+            if let vigil_l2::Event::HandedOver { vip, .. } = event
+                && !owned.contains(vip)
+                && local.held().contains(vip)
+            {
+                local.release(*vip, "handed over");
+                changed = true;
+            }
+        }
+        if changed {
+            let state = local_address_state(local);
+            self.lock().local_address = Some(state);
         }
     }
 
@@ -615,12 +663,24 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     );
     check(old.interfaces != new.interfaces, "interfaces");
     check(old.refresh != new.refresh, "announce.refresh");
+    check(
+        old.local_address != new.local_address,
+        "announce.local_address",
+    );
     check(old.http_listen != new.http_listen, "http.listen");
     check(
         old.election.hold_down != new.election.hold_down,
         "election.hold_down",
     );
     out
+}
+
+/// What `/metrics` shows of the local-address device.
+fn local_address_state(local: &LocalAddresses) -> super::state::LocalAddressState {
+    super::state::LocalAddressState {
+        held: local.held().len(),
+        counters: local.counters(),
+    }
 }
 
 fn log_announcer_event(event: &vigil_l2::Event) {
@@ -780,5 +840,14 @@ mod tests {
         let old = Config::parse(&text("5s"), None).unwrap();
         let new = Config::parse(&text("2s"), None).unwrap();
         assert_eq!(restart_only_changes(&old, &new), ["gossip.rejoin_interval"]);
+    }
+
+    #[test]
+    fn the_local_address_changes_only_on_restart() {
+        let text =
+            |extra: &str| format!("node: {{name: a}}\ngossip: {{bind: 198.18.0.11}}\n{extra}");
+        let old = Config::parse(&text(""), None).unwrap();
+        let new = Config::parse(&text("announce: {local_address: lo}\n"), None).unwrap();
+        assert_eq!(restart_only_changes(&old, &new), ["announce.local_address"]);
     }
 }

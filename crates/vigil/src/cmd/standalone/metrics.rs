@@ -279,6 +279,33 @@ pub fn render(shared: &Shared, l2: &DriverStats, gossip: Option<&NetStats>) -> S
             u64::from(*ok)
         );
     }
+    if let Some(local) = &shared.local_address {
+        simple(
+            &mut out,
+            "vigil_local_address_held",
+            "gauge",
+            "VIPs this node holds on announce.local_address.",
+            local.held as u64,
+        );
+        family(
+            &mut out,
+            "vigil_local_address_changes_total",
+            "counter",
+            "Adds and removes of VIPs on announce.local_address, by result (already there or already gone counts as ok).",
+        );
+        let c = local.counters;
+        for (op, result, n) in [
+            ("add", "ok", c.added),
+            ("add", "failed", c.add_failed),
+            ("remove", "ok", c.removed),
+            ("remove", "failed", c.remove_failed),
+        ] {
+            let _ = writeln!(
+                out,
+                "vigil_local_address_changes_total{{op=\"{op}\",result=\"{result}\"}} {n}"
+            );
+        }
+    }
     family(
         &mut out,
         "vigil_config_reloads_total",
@@ -344,6 +371,18 @@ mod tests {
         assert!(text.contains("vigil_l2_handovers_total{result=\"claimed\"} 0"));
         assert!(text.contains("vigil_l2_defended_total 0"));
         assert!(!text.contains("198.18.0.9"), "removed VIP still exported");
+        assert!(!text.contains("vigil_local_address"), "exported while off");
+        shared.local_address = Some(crate::cmd::standalone::state::LocalAddressState {
+            held: 2,
+            counters: crate::cmd::standalone::local_address::AddressCounters {
+                added: 2,
+                add_failed: 1,
+                ..Default::default()
+            },
+        });
+        let text = render(&shared, &l2, None);
+        assert!(text.contains("vigil_local_address_held 2"));
+        assert!(text.contains("vigil_local_address_changes_total{op=\"add\",result=\"failed\"} 1"));
         // The VIP moves away: its announced series goes.
         shared.announced.clear();
         let text = render(&shared, &l2, None);

@@ -5,12 +5,14 @@
 //! - [`speaker`]: the election over the gossip view, and what changed (pure);
 //! - [`health`]: health checks whose results go out in gossip metadata;
 //! - [`daemon`]: the loop wiring gossip, election and announcer, reloads and signals;
+//! - [`local_address`]: the VIPs this node owns held on a host device (`announce.local_address`);
 //! - [`http`], [`metrics`], [`state`]: `/metrics`, `/healthz`, `/readyz`, `/status`.
 
 pub mod config;
 pub mod daemon;
 pub mod health;
 pub mod http;
+pub mod local_address;
 pub mod metrics;
 pub mod speaker;
 pub mod state;

@@ -1,6 +1,7 @@
 //! What the daemon shares with its HTTP endpoint: the latest status and the counters behind
 //! `/metrics`. The daemon's loop writes it after every evaluation; readers take a copy.
 
+use super::local_address::AddressCounters;
 use super::speaker::{Member, VipStatus};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -113,4 +114,15 @@ pub struct Shared {
     pub reloads_rejected: u64,
     /// Membership events seen, by kind.
     pub member_events: BTreeMap<&'static str, u64>,
+    /// The local-address device's state, when `announce.local_address` is set.
+    pub local_address: Option<LocalAddressState>,
+}
+
+/// VIPs held on `announce.local_address` and the changes made to it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalAddressState {
+    /// VIPs held now.
+    pub held: usize,
+    /// Adds and removes, done and failed.
+    pub counters: AddressCounters,
 }
