@@ -93,8 +93,18 @@ fn only_answers(lab: &Cluster, host: &str) {
         || lab.arp_answers() == [mac.clone()] && lab.ns_answers() == [mac.clone()],
     );
     for _ in 0..3 {
-        assert_eq!(lab.arp_answers(), std::slice::from_ref(&mac), "\n{}", lab.logs());
-        assert_eq!(lab.ns_answers(), std::slice::from_ref(&mac), "\n{}", lab.logs());
+        assert_eq!(
+            lab.arp_answers(),
+            std::slice::from_ref(&mac),
+            "\n{}",
+            lab.logs()
+        );
+        assert_eq!(
+            lab.ns_answers(),
+            std::slice::from_ref(&mac),
+            "\n{}",
+            lab.logs()
+        );
     }
 }
 
@@ -220,8 +230,14 @@ fn sigterm_moves_the_address_with_the_vip() {
     only_answers(&lab, &successor);
     reaches(&lab, VIP, &successor);
     reaches(&lab, VIP6, &successor);
+    // Make before break: the addresses came off after the successor was heard claiming.
     let log = lab.log(&owner);
-    assert!(log.contains("\"event\":\"local_address_removed\""), "{log}");
+    let handed_over = log.find("\"event\":\"vip_handed_over\"");
+    let removed = log.find("\"event\":\"local_address_removed\"");
+    assert!(
+        matches!((handed_over, removed), (Some(h), Some(r)) if h < r),
+        "{log}"
+    );
 }
 
 #[test]
@@ -257,4 +273,40 @@ fn a_local_address_device_that_does_not_exist_stops_the_start() {
     );
     // It stopped before touching anything.
     assert_eq!(lab.sysctl("n1", "all", "arp_ignore"), arp_ignore);
+}
+
+#[test]
+fn arp_sysctls_check_refuses_loose_settings_and_changes_nothing() {
+    if !root_or_skip("arp_sysctls_check_refuses_loose_settings_and_changes_nothing") {
+        return;
+    }
+    let mut lab = Cluster::new(1);
+    let extra = "announce: {local_address: lo, arp_sysctls: check}\n";
+    lab.write_config("n1", &lab.config("n1", "", extra));
+    for device in ["all", "eth0"] {
+        lab.set_sysctl("n1", device, "arp_ignore", "0");
+        lab.set_sysctl("n1", device, "arp_announce", "0");
+    }
+    lab.start("n1");
+    let status = lab
+        .wait_exit("n1", GENEROUS)
+        .expect("the speaker should exit");
+    assert!(!status.success());
+    let log = lab.log("n1");
+    assert!(log.contains("announce.arp_sysctls is check"), "{log}");
+    assert_eq!(lab.sysctl("n1", "all", "arp_ignore"), "0");
+    assert!(!lab.holds("n1", "lo", VIP));
+
+    // Set by hand, stricter than needed: it starts, holds the VIP and leaves them alone.
+    lab.set_sysctl("n1", "all", "arp_ignore", "2");
+    lab.set_sysctl("n1", "all", "arp_announce", "2");
+    lab.start("n1");
+    lab.wait_for("the lone host to hold both VIPs", GENEROUS, || {
+        lab.holds("n1", "lo", VIP) && lab.holds("n1", "lo", VIP6)
+    });
+    let log = lab.log("n1");
+    assert!(log.contains("\"event\":\"arp_sysctls_checked\""), "{log}");
+    assert!(!log.contains("\"event\":\"arp_sysctls_set\""), "{log}");
+    assert_eq!(lab.sysctl("n1", "all", "arp_ignore"), "2");
+    assert_eq!(lab.sysctl("n1", "eth0", "arp_ignore"), "0");
 }
