@@ -55,8 +55,27 @@ pub struct Config {
     /// for its turn in the round-robin, so that independent confirmations (or the refutation)
     /// arrive within one probe instead of one probe cycle.
     pub probe_on_suspicion: bool,
-    /// vigil: treat "port unreachable" / "connection refused" from a suspect's address as
-    /// independent evidence (one confirmation), never as proof against a node that acks.
+    /// vigil: use what the target's host kernel says when no process listens on its gossip
+    /// port. Off in Go's profiles (memberlist has no such rule), on in `fast`.
+    ///
+    /// - **Proof of absence.** A probe whose target missed its direct ack and whose TCP
+    ///   fallback ping, made for that very probe, was refused (`ECONNREFUSED`: a reset that
+    ///   acknowledged our SYN, or an ICMP error quoting it) ends at once: the target is declared
+    ///   dead and the news gossiped at once, with no suspicion period. A refusal proves that
+    ///   nothing listens on the port: a live memberlist node keeps its TCP listener open for
+    ///   its whole life, and a stopped or starved one still has the kernel complete the
+    ///   handshake for it. It is hard to forge off-path: the reset or the ICMP error must
+    ///   carry our random initial sequence number from a random source port. Only the refusal
+    ///   of the probe's own connection counts, so evidence older than the probe never does.
+    ///   A member that acks or announces a higher incarnation (a live node, a restarted
+    ///   process) is taken back as after any death. Needs the TCP fallback
+    ///   (`disable_tcp_pings` off, a peer speaking protocol 3 or later).
+    /// - **Port unreachable** (ICMP, for a datagram we sent) is weaker: it quotes only
+    ///   addresses and ports, which anyone can forge. It counts as one confirmation of an
+    ///   existing suspicion and, for the member being probed, starts the indirect phase and
+    ///   its TCP fallback ping at once instead of at the end of the direct-ack window; it
+    ///   never declares anyone dead by itself. A refused connection outside a probe (a
+    ///   push/pull) also counts as one confirmation only.
     pub use_strong_evidence: bool,
 }
 

@@ -273,8 +273,11 @@ pub struct Stats {
     pub suspicions_raised: u64,
     /// Suspicions about us that we refuted.
     pub refutations: u64,
-    /// Members we declared dead when their suspicion expired.
+    /// Members we declared dead when their suspicion expired or their absence was proven.
     pub deaths_declared: u64,
+    /// Probes that ended in a proof of absence: the target missed its direct ack and refused
+    /// our TCP fallback ping, so it was declared dead at once (`use_strong_evidence`).
+    pub absences_proven: u64,
     /// Times we announced our incarnation again because someone still accused an older one
     /// (our refutation had not reached it).
     pub reannouncements: u64,
@@ -865,13 +868,27 @@ impl Membership {
                     ok: false,
                 });
             }
-            StreamPurpose::TcpPing { .. } | StreamPurpose::OneWay => {}
+            StreamPurpose::TcpPing { seq } => {
+                if why == StreamFailure::Refused
+                    && self.config.use_strong_evidence
+                    && self.probe.as_ref().is_some_and(|p| p.seq == seq)
+                {
+                    self.probe_absent(now);
+                }
+            }
+            StreamPurpose::OneWay => {}
         }
     }
 
     /// Strong evidence: `addr` answered with ICMP port unreachable, or refused a TCP
-    /// connection, so no process listens there. It counts as one confirmation of an existing
-    /// suspicion (when `use_strong_evidence` is on); it never declares anyone dead by itself.
+    /// connection, so no process listens there. When `use_strong_evidence` is on it counts as
+    /// one confirmation of an existing suspicion, and if we are probing that member and still
+    /// waiting for its direct ack, the probe moves on to its indirect phase at once, so the TCP
+    /// fallback ping (whose refusal is the proof of absence, see
+    /// [`Config::use_strong_evidence`]) goes out now instead of at the end of the ack window.
+    /// It never declares anyone dead by itself: an ICMP error only quotes addresses and ports,
+    /// which anyone can forge, and a refused connection we did not make for a probe proves
+    /// nothing about that probe.
     pub fn handle_unreachable(&mut self, now: Instant, addr: SocketAddr) {
         if !self.config.use_strong_evidence {
             return;
@@ -887,7 +904,13 @@ impl Membership {
             self.deadlines
                 .push(Reverse((deadline, Deadline::Suspicion { episode })));
         }
-        let _ = now;
+        let probing = self
+            .probe
+            .as_ref()
+            .is_some_and(|p| !p.indirect_sent && *p.target == *self.members.list[i].name);
+        if probing {
+            self.probe_indirect(now);
+        }
     }
 
     /// Time has come (see [`poll_timeout`](Self::poll_timeout)).
@@ -1233,6 +1256,43 @@ impl Membership {
         }
         self.apply_awareness(-1);
         self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+    }
+
+    /// Proof of absence: the target did not ack our ping directly and its host refused the TCP
+    /// fallback ping we made for this very probe (a reset that acknowledged our SYN, or an
+    /// ICMP error quoting it), so no process listens on its gossip port. Declared dead at
+    /// once and gossiped at once; see [`Config::use_strong_evidence`] for why no suspicion
+    /// period. A dead verdict is refuted like a suspicion: the member, if it lives after all,
+    /// or its restarted process, announces a higher incarnation and is taken back.
+    fn probe_absent(&mut self, now: Instant) {
+        let Some(p) = self.probe.take() else { return };
+        if let Some(id) = p.tcp {
+            self.streams.remove(&id);
+        }
+        self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+        self.stats.probes_failed += 1;
+        // Our own health is not in question: the target's host answered us at once. So the
+        // awareness score stays as it is (a missed ack would raise it; an ack would lower it).
+        let Some(i) = self.members.find(&p.target) else {
+            return;
+        };
+        let m = &self.members.list[i];
+        if i == 0 || m.state.is_gone() || m.incarnation > p.incarnation {
+            // Gone already, or it refuted during the probe: it spoke after our probe began.
+            return;
+        }
+        self.stats.absences_proven += 1;
+        self.stats.deaths_declared += 1;
+        // The incarnation the probe began with, as for a failed probe: if the member refuted
+        // meanwhile (a higher incarnation), `on_dead` ignores this verdict.
+        let d = Dead {
+            incarnation: p.incarnation,
+            node: p.target.to_string(),
+            from: self.name().to_string(),
+        };
+        self.on_dead(now, &d);
+        // Spread the news now rather than at the next gossip tick.
+        self.next_gossip = self.next_gossip.min(now);
     }
 
     fn probe_verdict(&mut self, now: Instant) {

@@ -22,6 +22,9 @@ struct Net {
     nodes: Vec<Membership>,
     events: Vec<Vec<(Instant, Event)>>,
     down: HashSet<usize>,
+    /// Of the `down` nodes, those whose host still runs: datagrams to them come back as
+    /// port unreachable and TCP connections are refused (a killed process).
+    absent: HashSet<usize>,
     cut: HashSet<(usize, usize)>,
 }
 
@@ -50,6 +53,7 @@ impl Net {
             nodes,
             events: vec![Vec::new(); n],
             down: HashSet::new(),
+            absent: HashSet::new(),
             cut: HashSet::new(),
         }
     }
@@ -100,15 +104,23 @@ impl Net {
                 while let Some(t) = self.nodes[i].poll_transmit() {
                     moved = true;
                     let j = Self::index_of(t.to);
+                    let now = self.now;
                     if self.linked(i, j) {
-                        let now = self.now;
                         self.nodes[j].handle_packet(now, addr(i), &t.bytes);
+                    } else if self.absent.contains(&j) && !self.down.contains(&i) {
+                        self.nodes[i].handle_unreachable(now, t.to);
                     }
                 }
                 while let Some(req) = self.nodes[i].poll_stream() {
                     moved = true;
                     let j = Self::index_of(req.to);
                     let now = self.now;
+                    if self.absent.contains(&j) && !self.down.contains(&i) {
+                        // As the driver does: strong evidence first, then the failure.
+                        self.nodes[i].handle_unreachable(now, req.to);
+                        self.nodes[i].handle_stream_failed(now, req.id, StreamFailure::Refused);
+                        continue;
+                    }
                     if !self.linked(i, j) {
                         self.nodes[i].handle_stream_failed(now, req.id, StreamFailure::TimedOut);
                         continue;
@@ -797,4 +809,222 @@ fn an_ack_handed_over_late_but_before_the_verdict_counts() {
     net.nodes[0].handle_timeout(late);
     assert_eq!(net.nodes[0].stats().probes_failed, 0);
     assert_eq!(net.nodes[0].stats().suspicions_raised, 0);
+}
+
+/// When only the process dies, its host proves it: the probe's TCP fallback ping is refused,
+/// and the prober declares the member dead at once instead of starting a suspicion. When the
+/// whole host vanishes nothing is proven and Lifeguard's suspicion runs as before.
+#[test]
+fn a_failed_probe_with_a_refused_fallback_proves_absence() {
+    let fast = Config::fast();
+    let first_dead = |net: &Net, after: Instant| {
+        (0..4)
+            .filter_map(|i| {
+                net.events[i]
+                    .iter()
+                    .find(|(t, e)| *t >= after && is_dead("node-4")(e))
+                    .map(|(t, _)| *t - after)
+            })
+            .min()
+    };
+    let mut crash = Net::joined(5, fast.clone(), 20);
+    crash.down.insert(4);
+    crash.absent.insert(4);
+    let killed = crash.now;
+    crash.run_for(Duration::from_secs(2));
+    let proven: u64 = (0..4).map(|i| crash.nodes[i].stats().absences_proven).sum();
+    assert!(proven >= 1, "someone proved node-4 absent");
+    let crash_first = first_dead(&crash, killed).expect("declared dead");
+    // Found by the first probe of node-4 after the kill: within a probe round (four targets)
+    // plus one ack window, far below the shortest suspicion timeout after that probe.
+    let probe_round = fast.probe_interval * 4;
+    assert!(
+        crash_first <= probe_round + fast.probe_timeout,
+        "{crash_first:?}"
+    );
+    for i in 0..4 {
+        assert_eq!(
+            crash.state_of(i, "node-4"),
+            Some(MemberState::Dead),
+            "node {i}"
+        );
+        for j in 0..4 {
+            assert_eq!(crash.count(i, is_dead(&format!("node-{j}"))), 0);
+        }
+    }
+    // The prover declared it dead without a suspicion of its own.
+    let prover = (0..4)
+        .find(|&i| crash.nodes[i].stats().absences_proven > 0)
+        .unwrap();
+    assert_eq!(crash.count(prover, is_suspect("node-4")), 0);
+
+    let mut lost = Net::joined(5, fast.clone(), 20);
+    lost.down.insert(4);
+    let vanished = lost.now;
+    lost.run_for(Duration::from_secs(2));
+    let proven: u64 = (0..4).map(|i| lost.nodes[i].stats().absences_proven).sum();
+    assert_eq!(proven, 0, "silence proves nothing");
+    let lost_first = first_dead(&lost, vanished).expect("declared dead");
+    assert!(
+        lost_first > crash_first,
+        "host loss {lost_first:?}, process crash {crash_first:?}"
+    );
+}
+
+/// A member declared dead on a proof of absence that turns out to live (its port was only
+/// refused for a while) refutes as after any death, and is alive everywhere again.
+#[test]
+fn a_member_proven_absent_that_speaks_again_is_taken_back() {
+    let mut net = Net::joined(4, Config::fast(), 21);
+    net.down.insert(3);
+    net.absent.insert(3);
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.state_of(0, "node-3"), Some(MemberState::Dead));
+    net.down.remove(&3);
+    net.absent.remove(&3);
+    net.run_for(Duration::from_secs(3));
+    assert!(net.nodes[3].incarnation() > 1, "it refuted its death");
+    for i in 0..4 {
+        assert_eq!(
+            net.state_of(i, "node-3"),
+            Some(MemberState::Alive),
+            "node {i}"
+        );
+    }
+}
+
+/// Starts node 0's next probe with nobody else running; returns the probe's target and its
+/// ping (not delivered).
+fn probe_from_node_0(net: &mut Net) -> (usize, Transmit) {
+    let (_, sent) = run_alone_until_it_probes(net, 0);
+    let ping = ping_in(&sent).expect("a ping").clone();
+    (Net::index_of(ping.to), ping)
+}
+
+/// The member node 0 is probing, if any.
+fn probing(net: &Net) -> Option<&str> {
+    net.nodes[0].probe.as_ref().map(|p| &*p.target)
+}
+
+/// The TCP fallback ping node 0 asked for, if any.
+fn tcp_ping_request(net: &mut Net) -> Option<StreamRequest> {
+    let mut found = None;
+    while let Some(req) = net.nodes[0].poll_stream() {
+        let ping = stream::open(&Framing::default(), &req.bytes, true)
+            .ok()
+            .flatten()
+            .is_some_and(|o| matches!(o.message, Message::Ping(_)));
+        if ping {
+            found = Some(req);
+        }
+    }
+    found
+}
+
+/// Port unreachable (forgeable) for the member being probed only hurries the TCP fallback
+/// ping; a refusal that does not belong to a failed probe (a push/pull, or a probe that the
+/// target then answered) proves nothing. Nobody is suspected or declared dead.
+#[test]
+fn a_refusal_without_a_failed_probe_proves_nothing() {
+    let mut net = Net::joined(3, Config::fast(), 22);
+    let (target, ping) = probe_from_node_0(&mut net);
+    let name = format!("node-{target}");
+    let mut t = net.now;
+    assert!(tcp_ping_request(&mut net).is_none(), "no fallback yet");
+    // A (forged) port unreachable for the target, early in the ack window.
+    net.nodes[0].handle_unreachable(t, addr(target));
+    let req = tcp_ping_request(&mut net).expect("the fallback ping goes out at once");
+    assert_eq!(req.to, addr(target));
+    assert_eq!(probing(&net), Some(name.as_str()));
+    // The target acks the direct ping; the probe is over.
+    net.nodes[target].handle_packet(t, addr(0), &ping.bytes);
+    while let Some(tx) = net.nodes[target].poll_transmit() {
+        if tx.to == addr(0) {
+            net.nodes[0].handle_packet(t, addr(target), &tx.bytes);
+        }
+    }
+    assert_eq!(probing(&net), None, "answered");
+    // Then the fallback connection is refused: stale, it counts for nothing.
+    t += Duration::from_millis(1);
+    net.nodes[0].handle_unreachable(t, addr(target));
+    net.nodes[0].handle_stream_failed(t, req.id, StreamFailure::Refused);
+    // And a refused push/pull to the other member, outside any probe.
+    let other = 3 - target;
+    net.nodes[0].join(t, &[addr(other)]);
+    while let Some(req) = net.nodes[0].poll_stream() {
+        net.nodes[0].handle_unreachable(t, req.to);
+        net.nodes[0].handle_stream_failed(t, req.id, StreamFailure::Refused);
+    }
+    net.now = t;
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.nodes[0].stats().absences_proven, 0);
+    assert_eq!(net.nodes[0].stats().suspicions_raised, 0);
+    for i in 1..3 {
+        assert_eq!(
+            net.state_of(0, &format!("node-{i}")),
+            Some(MemberState::Alive)
+        );
+    }
+}
+
+/// A refusal of an earlier probe's fallback connection, reported during a later probe of the
+/// same member, is older than that probe and does not count: the later probe gets its own
+/// verdict (here the member answers it).
+#[test]
+fn evidence_older_than_the_probe_does_not_count() {
+    let mut net = Net::joined(3, Config::fast(), 23);
+    let (target, ping) = probe_from_node_0(&mut net);
+    let t = net.now;
+    net.nodes[0].handle_unreachable(t, addr(target));
+    let old = tcp_ping_request(&mut net).expect("fallback ping");
+    // The direct ack arrives late but before the verdict: the probe succeeds.
+    net.nodes[target].handle_packet(t, addr(0), &ping.bytes);
+    while let Some(tx) = net.nodes[target].poll_transmit() {
+        if tx.to == addr(0) {
+            net.nodes[0].handle_packet(t, addr(target), &tx.bytes);
+        }
+    }
+    // Node 0 probes on until it probes the same member again (three nodes: every other probe).
+    let again = loop {
+        let (next, ping) = probe_from_node_0(&mut net);
+        if next == target {
+            break ping;
+        }
+        // Answer probes of the other member so nothing else fails.
+        let now = net.now;
+        net.nodes[next].handle_packet(now, addr(0), &ping.bytes);
+        while let Some(tx) = net.nodes[next].poll_transmit() {
+            if tx.to == addr(0) {
+                net.nodes[0].handle_packet(now, addr(next), &tx.bytes);
+            }
+        }
+    };
+    let t = net.now + Duration::from_millis(1);
+    net.nodes[0].handle_stream_failed(t, old.id, StreamFailure::Refused);
+    assert_eq!(net.nodes[0].stats().absences_proven, 0, "stale refusal");
+    let name = format!("node-{target}");
+    assert_eq!(probing(&net), Some(name.as_str()), "still probing");
+    net.nodes[target].handle_packet(t, addr(0), &again.bytes);
+    net.now = t;
+    net.pump();
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.nodes[0].stats().absences_proven, 0);
+    assert_eq!(net.state_of(0, &name), Some(MemberState::Alive));
+}
+
+/// With `use_strong_evidence` off (Go's profiles) a refused fallback ping is just a failed
+/// probe: suspicion first, death only when it expires.
+#[test]
+fn without_strong_evidence_a_refusal_is_only_a_failed_probe() {
+    let mut config = Config::fast();
+    config.use_strong_evidence = false;
+    let mut net = Net::joined(5, config, 24);
+    net.down.insert(4);
+    net.absent.insert(4);
+    net.run_for(Duration::from_secs(3));
+    for i in 0..4 {
+        assert_eq!(net.nodes[i].stats().absences_proven, 0);
+        assert_eq!(net.state_of(i, "node-4"), Some(MemberState::Dead));
+    }
+    assert!((0..4).any(|i| net.count(i, is_suspect("node-4")) > 0));
 }
