@@ -97,6 +97,43 @@ async fn stopped_node_is_declared_dead() {
     a.shutdown().await;
 }
 
+/// With the `fast` profile a stopped node's closed port is a proof of absence: a probe's TCP
+/// fallback ping is refused and reported to the engine, which declares the node dead without
+/// waiting for a suspicion to expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_proves_a_stopped_node_absent() {
+    let (a, _ea) = Memberlist::start(opts("a")).await.unwrap();
+    let (b, _eb) = Memberlist::start(opts("b")).await.unwrap();
+    let (c, _ec) = Memberlist::start(opts("c")).await.unwrap();
+    let seed = vec![a.local_addr().to_string()];
+    b.join(&seed).await.unwrap();
+    c.join(&seed).await.unwrap();
+    for m in [&a, &b, &c] {
+        wait_for("all see all", async || alive(m).await.len() == 3).await;
+    }
+    c.shutdown().await;
+    for m in [&a, &b] {
+        wait_for("c dead", async || {
+            m.members()
+                .await
+                .unwrap()
+                .iter()
+                .any(|x| &*x.name == "c" && x.state == MemberState::Dead)
+        })
+        .await;
+    }
+    let (sa, sb) = (a.stats().await.unwrap(), b.stats().await.unwrap());
+    assert!(
+        sa.engine.absences_proven + sb.engine.absences_proven >= 1,
+        "a refused fallback ping proved c absent: {sa:?} {sb:?}"
+    );
+    assert!(sa.streams_refused + sb.streams_refused >= 1);
+    assert_eq!(alive(&a).await, ["a", "b"]);
+    assert_eq!(alive(&b).await, ["a", "b"]);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_key_or_label_never_joins() {
     let key = |b: u8| SecretKey::new(&[b; 16]).unwrap();

@@ -101,7 +101,8 @@ pub struct Scenario {
     /// Turn Lifeguard off (to measure what it is worth).
     pub no_lifeguard: bool,
     /// Crash only the process: the host answers with ICMP port unreachable and TCP
-    /// refusals, which `use_strong_evidence` counts as a confirmation.
+    /// refusals, which `use_strong_evidence` takes as a proof of absence (a probe whose TCP
+    /// fallback ping is refused declares the member dead at once).
     pub process_crash: bool,
     /// Extra processing delay of the slow node (`slow`).
     pub slow_delay: Duration,

@@ -89,12 +89,12 @@ fn failure_detection_lan_matches_the_model() {
     }
 }
 
-/// vigil's `fast` profile, with the host vanishing and with only the process dying (ICMP port
-/// unreachable and TCP refusals count as a confirmation).
+/// vigil's `fast` profile, with the host vanishing. (When only the process dies its host
+/// proves it and the model's suspicion timeout does not apply: see `tests/absence.rs`.)
 #[test]
 fn failure_detection_fast_matches_the_model() {
     let (seed, _g) = test_seed("failure_detection_fast_matches_the_model", 12);
-    for (n, process_crash) in [(5, false), (5, true), (50, false)] {
+    for (n, process_crash) in [(5, false), (50, false)] {
         let mut s = Scenario::new(ScenarioKind::Detect, n, Profile::Fast, seed);
         s.trials = 10;
         s.process_crash = process_crash;
