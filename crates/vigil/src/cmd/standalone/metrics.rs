@@ -183,6 +183,18 @@ pub fn render(shared: &Shared, l2: &DriverStats, gossip: Option<&NetStats>) -> S
                 e.deaths_declared,
             ),
             (
+                "vigil_gossip_absences_proven_total",
+                "Members declared dead at once because a probe's TCP fallback ping was refused.",
+                "counter",
+                e.absences_proven,
+            ),
+            (
+                "vigil_gossip_reannouncements_total",
+                "Times this node announced its incarnation again after a stale accusation.",
+                "counter",
+                e.reannouncements,
+            ),
+            (
                 "vigil_gossip_malformed_total",
                 "Malformed gossip input dropped.",
                 "counter",
