@@ -73,9 +73,18 @@ class CpuLimit:
                         f.write(pid)
                 except OSError:
                     pass
-            os.rmdir(self.path)
         except OSError:
             pass
+        # Killed members leave the group only once reaped: retry for a moment.
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+        print(f"soak: could not remove {self.path}", file=sys.stderr)
 
 
 def add_loss(lab, host, percent):
