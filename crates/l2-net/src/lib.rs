@@ -4,7 +4,8 @@
 //! puts a VIP on a host device so the kernel accepts traffic to it.
 //!
 //! This is the only vigil crate with `unsafe`: system calls through `libc`, each block with a
-//! `// SAFETY:` comment, confined to [`packet_socket`], [`netlink`], [`address`] and [`poll`].
+//! `// SAFETY:` comment, confined to [`packet_socket`], [`netlink`], [`address`] and [`poll`] ([`watch`] builds on
+//! [`packet_socket`] and has none of its own).
 //!
 //! ```text
 //!   netlink watch ──> links/addresses ──> Selection ──> set_interface / remove_interface

@@ -13,6 +13,9 @@ pub enum Filter {
     Questions,
     /// ARP (any operation) and ICMPv6 neighbour advertisements: what a client waits for.
     Answers,
+    /// ARP (any operation) and IPv4 ICMP: what a failover watch reads (ARP answers and echo
+    /// replies).
+    ArpAndIcmp,
 }
 
 // Classic BPF opcodes (linux/filter.h).
@@ -25,23 +28,50 @@ const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The filter program: accept ARP; accept IPv6 whose next header is ICMPv6 and whose ICMPv6
-/// type is `icmp_type`; drop everything else. Offsets assume an untagged Ethernet header (the
-/// kernel strips VLAN tags before packet sockets see them). Extension headers are not walked:
-/// Neighbour Discovery does not use them.
-fn program(icmp_type: u8) -> [libc::sock_filter; 9] {
+/// The filter program for `filter`. Offsets assume an untagged Ethernet header (the kernel
+/// strips VLAN tags before packet sockets see them).
+fn program(filter: Filter) -> Vec<libc::sock_filter> {
     const ACCEPT: u32 = 0x0004_0000;
-    [
-        insn(BPF_LD_H_ABS, 0, 0, 12),                // A = EtherType
-        insn(BPF_JEQ_K, 5, 0, 0x0806),               // ARP -> accept
-        insn(BPF_JEQ_K, 0, 5, 0x86dd),               // not IPv6 -> drop
-        insn(BPF_LD_B_ABS, 0, 0, 14 + 6),            // A = IPv6 next header
-        insn(BPF_JEQ_K, 0, 3, 58),                   // not ICMPv6 -> drop
-        insn(BPF_LD_B_ABS, 0, 0, 14 + 40),           // A = ICMPv6 type
-        insn(BPF_JEQ_K, 0, 1, u32::from(icmp_type)), // wanted type -> accept, else drop
+    let icmpv6_type = match filter {
+        Filter::Questions => 135,
+        Filter::Answers => 136,
+        // Accept ARP; accept IPv4 whose protocol is ICMP; drop everything else.
+        Filter::ArpAndIcmp => {
+            return vec![
+                insn(BPF_LD_H_ABS, 0, 0, 12),     // A = EtherType
+                insn(BPF_JEQ_K, 3, 0, 0x0806),    // ARP -> accept
+                insn(BPF_JEQ_K, 0, 3, 0x0800),    // not IPv4 -> drop
+                insn(BPF_LD_B_ABS, 0, 0, 14 + 9), // A = IPv4 protocol
+                insn(BPF_JEQ_K, 0, 1, 1),         // ICMP -> accept, else drop
+                insn(BPF_RET_K, 0, 0, ACCEPT),
+                insn(BPF_RET_K, 0, 0, 0),
+            ];
+        }
+    };
+    // Accept ARP; accept IPv6 whose next header is ICMPv6 and whose ICMPv6 type is the wanted
+    // one; drop everything else. Extension headers are not walked: Neighbour Discovery does not
+    // use them.
+    vec![
+        insn(BPF_LD_H_ABS, 0, 0, 12),       // A = EtherType
+        insn(BPF_JEQ_K, 5, 0, 0x0806),      // ARP -> accept
+        insn(BPF_JEQ_K, 0, 5, 0x86dd),      // not IPv6 -> drop
+        insn(BPF_LD_B_ABS, 0, 0, 14 + 6),   // A = IPv6 next header
+        insn(BPF_JEQ_K, 0, 3, 58),          // not ICMPv6 -> drop
+        insn(BPF_LD_B_ABS, 0, 0, 14 + 40),  // A = ICMPv6 type
+        insn(BPF_JEQ_K, 0, 1, icmpv6_type), // wanted type -> accept, else drop
         insn(BPF_RET_K, 0, 0, ACCEPT),
         insn(BPF_RET_K, 0, 0, 0),
     ]
+}
+
+fn attach(fd: BorrowedFd<'_>, filter: Filter) -> io::Result<()> {
+    let mut insns = program(filter);
+    let prog = libc::sock_fprog {
+        len: u16::try_from(insns.len()).expect("short program"),
+        filter: insns.as_mut_ptr(),
+    };
+    // The kernel copies the program, so `insns` may go once the call returns.
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
 }
 
 /// A raw AF_PACKET socket on one interface. Non-blocking.
@@ -96,15 +126,7 @@ impl PacketSocket {
         })?;
         // SAFETY: `raw` is a freshly created descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut insns = program(match filter {
-            Filter::Questions => 135,
-            Filter::Answers => 136,
-        });
-        let prog = libc::sock_fprog {
-            len: u16::try_from(insns.len()).expect("short program"),
-            filter: insns.as_mut_ptr(),
-        };
-        setsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)?;
+        attach(fd.as_fd(), filter)?;
         // Our own transmissions must not come back to us (kernels before 4.20 lack the option;
         // the announcer also ignores frames from its own MAC).
         let _ = setsockopt(
@@ -151,6 +173,11 @@ impl PacketSocket {
     /// The interface the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// Replaces the socket's filter. Frames already queued under the old one stay queued.
+    pub fn set_filter(&self, filter: Filter) -> io::Result<()> {
+        attach(self.fd.as_fd(), filter)
     }
 
     /// Receives one frame into `buf`. `Ok(None)` when nothing is waiting. Frames longer than

@@ -18,22 +18,21 @@
 //! source MAC is read from the same frame. Replies are matched by identifier (the process id)
 //! and sequence number.
 //!
-//! The one `unsafe` call (in [`accept_arp_and_icmp`]) swaps the packet socket's BPF filter for
-//! one that also lets IPv4 ICMP through, which the announcer's filters drop.
+//! The socket's BPF filter is switched to [`Filter::ArpAndIcmp`], which also lets IPv4 ICMP
+//! through (the announcer's filters drop it).
 //!
 //! [`outages`] and [`summarize`] are pure functions over the recorded answers, so the outage
 //! arithmetic is tested without a network.
 
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use vigil_l2::frames;
 use vigil_l2::wire::arp;
 use vigil_l2::wire::ethernet::{self, Address as Mac, EtherType};
 
-use crate::PacketSocket;
+use crate::{Filter, PacketSocket};
 
 /// What kind of probe an answer answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -244,46 +243,6 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 /// The shortest interval between probes.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
-/// Replaces the socket's filter with one that accepts ARP and IPv4 ICMP (what a watch needs).
-pub fn accept_arp_and_icmp(socket: &PacketSocket) -> io::Result<()> {
-    const BPF_LD_H_ABS: u16 = 0x28;
-    const BPF_LD_B_ABS: u16 = 0x30;
-    const BPF_JEQ_K: u16 = 0x15;
-    const BPF_RET_K: u16 = 0x06;
-    const ACCEPT: u32 = 0x0004_0000;
-    let insn = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-    let mut program = [
-        insn(BPF_LD_H_ABS, 0, 0, 12),     // A = EtherType
-        insn(BPF_JEQ_K, 3, 0, 0x0806),    // ARP -> accept
-        insn(BPF_JEQ_K, 0, 3, 0x0800),    // not IPv4 -> drop
-        insn(BPF_LD_B_ABS, 0, 0, 14 + 9), // A = IPv4 protocol
-        insn(BPF_JEQ_K, 0, 1, 1),         // ICMP -> accept, else drop
-        insn(BPF_RET_K, 0, 0, ACCEPT),
-        insn(BPF_RET_K, 0, 0, 0),
-    ];
-    let fprog = libc::sock_fprog {
-        len: program.len() as u16,
-        filter: program.as_mut_ptr(),
-    };
-    // SAFETY: `fprog` points to `program`, a live array of `fprog.len` initialised
-    // instructions, and both outlive the call (the kernel copies the program); the length
-    // passed is the size of `fprog`; the descriptor is borrowed from an open socket.
-    let ret = unsafe {
-        libc::setsockopt(
-            socket.as_fd().as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            (&raw const fprog).cast::<libc::c_void>(),
-            size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // Frames queued under the old filter are ARP only, which the watch reads anyway.
-    Ok(())
-}
-
 /// The Internet checksum (RFC 1071) of `data`.
 fn checksum(data: &[u8]) -> u16 {
     let mut sum: u32 = data
@@ -392,14 +351,15 @@ pub fn hear(frame: &[u8], me: Ipv4Addr, target: Ipv4Addr, icmp_id: u16) -> Optio
 }
 
 /// Probes `config.target` on `socket` until `config.duration` has passed, calling `on_event`
-/// for every answer as it arrives. The socket's filter is replaced (see
-/// [`accept_arp_and_icmp`]). Bounded by [`MAX_DURATION`] and [`MAX_ANSWERS`].
+/// for every answer as it arrives. The socket's filter is replaced by
+/// [`Filter::ArpAndIcmp`]; frames queued under the old one are ARP only, which the watch reads
+/// anyway. Bounded by [`MAX_DURATION`] and [`MAX_ANSWERS`].
 pub fn watch(
     socket: &PacketSocket,
     config: &WatchConfig,
     mut on_event: impl FnMut(&Event),
 ) -> io::Result<Recording> {
-    accept_arp_and_icmp(socket)?;
+    socket.set_filter(Filter::ArpAndIcmp)?;
     let interval = config.interval.max(MIN_INTERVAL);
     let duration = config.duration.min(MAX_DURATION);
     let question = frames::arp_request(config.src_mac, config.src_ip, config.target);
