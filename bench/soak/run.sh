@@ -15,18 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "bench/soak: run as root (it creates network namespaces and a cgroup)" >&2
-  exit 1
-fi
-for tool in ip python3 nft; do
-  command -v "$tool" >/dev/null || bash scripts/install-deps.sh
-done
-command -v keepalived >/dev/null || apt-get install -y -q keepalived >/dev/null
-
-target=${CARGO_TARGET_DIR:-$PWD/target}
-echo "== building vigil (release) into $target" >&2
-CARGO_TARGET_DIR=$target cargo build -q --release -p vigil -p vigil-l2-net
-echo "== commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo ' (crates/ has local changes)'), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1-3 /proc/loadavg), keepalived $(keepalived --version 2>&1 | head -1 | cut -d' ' -f2)" >&2
+source bench/prepare.sh
+bench_prepare soak "it creates network namespaces and a cgroup" ip python3 nft
+bench_describe
 export PYTHONDONTWRITEBYTECODE=1
 exec python3 bench/soak/soak.py "$target/release"

@@ -46,7 +46,7 @@ pub fn run(args: Args) -> ExitCode {
         },
         (None, None) => DEFAULT_HTTP_LISTEN.parse().expect("a socket address"),
     };
-    let body = match get(addr, "/status") {
+    let body = match http_get(addr, "/status", Duration::from_secs(5)) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("vigil status: cannot ask the daemon at {addr}: {e}");
@@ -69,9 +69,9 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// A plain HTTP/1.0 GET with bounded time; returns the body of a 200 answer.
-fn get(addr: SocketAddr, path: &str) -> Result<String, String> {
-    let limit = Duration::from_secs(5);
+/// A plain HTTP/1.0 GET bounded by `limit` (connect, each read and write); the body of a 200
+/// answer, at most 16 MiB. `vigil lab` uses it too, from a thread inside a host's namespace.
+pub(crate) fn http_get(addr: SocketAddr, path: &str, limit: Duration) -> Result<String, String> {
     let mut s = TcpStream::connect_timeout(&addr, limit).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(limit)).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(limit))

@@ -278,7 +278,7 @@ fn describe(o: &Outage, vip: String) -> String {
 fn status(ns: &str) -> Result<Status, String> {
     let addr = HTTP.parse().expect("a socket address");
     let body = netns::run_in(ns, || {
-        netns::http_get(addr, "/status", Duration::from_secs(2))
+        crate::cmd::status::http_get(addr, "/status", Duration::from_secs(2))
     })
     .map_err(|e| e.to_string())??;
     serde_json::from_str(&body).map_err(|e| format!("{ns}: bad /status: {e}"))
