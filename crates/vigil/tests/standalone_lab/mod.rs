@@ -293,67 +293,48 @@ impl Cluster {
     }
 
     /// Asks for [`VIP`] with broadcast ARP from the client and returns the MACs of the
-    /// answers to this question (one 300 ms window).
+    /// answers to this question (one 300 ms window). Gratuitous replies, whose target is the
+    /// VIP itself, are not answers.
     pub(crate) fn arp_answers(&self) -> Vec<String> {
-        let client = l2_client();
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.ns("cl")])
-            .arg(client)
-            .args([
-                "arp",
-                "--iface",
-                "eth0",
-                "--src-ip",
-                CLIENT4,
-                "--target",
-                VIP,
-                "--wait-ms",
-                "300",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .expect("vigil-l2-client");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            // Answers to this question, not gratuitous replies (whose target is the VIP).
-            .filter(|l| {
-                l.starts_with("arp-reply")
-                    && l.split_whitespace()
-                        .any(|w| w == format!("target_ip={CLIENT4}"))
-            })
-            .filter_map(|l| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix("mac="))
-                    .map(str::to_string)
-            })
-            .collect()
+        self.answers(
+            "arp",
+            CLIENT4,
+            VIP,
+            "arp-reply",
+            &format!("target_ip={CLIENT4}"),
+        )
     }
 
     /// Asks for [`VIP6`] with a neighbour solicitation from the client and returns the
     /// target link-layer addresses of the advertisements answering it.
     pub(crate) fn ns_answers(&self) -> Vec<String> {
+        self.answers("ns", CLIENT6, VIP6, "na ", &format!("dst={CLIENT6}"))
+    }
+
+    /// Runs `vigil-l2-client QUESTION` from the client for `target` (one 300 ms window) and
+    /// returns the `mac=` of every printed line that starts with `kind` and has the word
+    /// `to_us` (what makes it an answer to this question).
+    fn answers(
+        &self,
+        question: &str,
+        src: &str,
+        target: &str,
+        kind: &str,
+        to_us: &str,
+    ) -> Vec<String> {
         let out = Command::new("ip")
             .args(["netns", "exec", &self.ns("cl")])
             .arg(l2_client())
             .args([
-                "ns",
-                "--iface",
-                "eth0",
-                "--src-ip",
-                CLIENT6,
-                "--target",
-                VIP6,
-                "--wait-ms",
-                "300",
+                question, "--iface", "eth0", "--src-ip", src, "--target", target,
             ])
+            .args(["--wait-ms", "300"])
             .stdin(Stdio::null())
             .output()
             .expect("vigil-l2-client");
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter(|l| {
-                l.starts_with("na ") && l.split_whitespace().any(|w| w == format!("dst={CLIENT6}"))
-            })
+            .filter(|l| l.starts_with(kind) && l.split_whitespace().any(|w| w == to_us))
             .filter_map(|l| {
                 l.split_whitespace()
                     .find_map(|w| w.strip_prefix("mac="))
