@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-0.5}
-go_bin=$(bash conformance/build.sh | tail -n 1)
+go_bin=$(bash conformance/build.sh conformance | tail -n 1)/vigil-conformance
 cargo build -q --release -p vigil-gossip --example codec_bench
 rust_out=$(target/release/examples/codec_bench "$secs")
 go_out=$("$go_bin" bench -benchtime "${secs}s")

@@ -1,98 +1,177 @@
 #!/usr/bin/env bash
-# Build the Go side of vigil's memberlist wire-codec conformance harness.
+# Every Go build of vigil's test peers happens here, each printed with what it builds and how
+# long it took. Binaries land in conformance/.build/bin/; the last line of stdout is that
+# directory.
 #
-# The harness needs memberlist's *unexported* encoders and decoders, so we
-# cannot simply import the package.  Instead we assemble a throw-away GOPATH
-# under conformance/.build/ (gitignored) holding a copy of Debian's memberlist
-# 0.2.2 sources plus our own file(s) from conformance/memberlist-export/, which
-# add exported wrappers inside package memberlist.  Everything else
-# (go-msgpack, go-metrics, ...) comes from /usr/share/gocode.  Nothing is
-# fetched from the network: GOPATH mode, GO111MODULE=off, GOPROXY=off.
+# Two Go toolchains, kept apart by full path:
+# - Debian's Go 1.19 (/usr/lib/go-1.19/bin/go, package golang-go) builds the memberlist 0.2.2
+#   programs in GOPATH mode over Debian's golang-github-hashicorp-memberlist-dev, offline.
+# - The machine's modern Go (>= 1.26; `go` on the PATH, or VIGIL_GO) builds everything in module
+#   mode from the Go module proxy: memberlist 0.5.1 and 0.7.0 peers, vigil-testenv
+#   (kube-apiserver + etcd), MetalLB's speaker and controller.
+# Module-mode builds share fixed caches outside the checkout, so a second run (CI on the same
+# machine, a new clone) reuses them: VIGIL_GO_CACHE (default /var/cache/vigil/go) holds mod/
+# (GOMODCACHE) and build/ (GOCACHE).
 #
-# Also builds cmd/vigil-gopeer, a real memberlist node for vigil's mixed-cluster
-# tests, next to it as .build/bin/vigil-gopeer.
+#   build.sh [--check] [TARGET...]   build the targets (default: all) if their inputs changed
+#   --check                          also gofmt and go vet our Go code
 #
-# Prints the path of the built vigil-conformance binary on the last line of stdout.
-#
-#   build.sh           build if anything changed
-#   build.sh --check   also run gofmt and go vet over our Go code (always rebuilds)
+# Targets: conformance (vigil-conformance, vigil-gopeer on 0.2.2), gopeer-0.5.1, gopeer-0.7.0,
+# testenv, metallb.
 set -euo pipefail
 
-check=0
-case "${1:-}" in
-    --check) check=1 ;;
-    "") ;;
-    *) echo "usage: $0 [--check]" >&2; exit 2 ;;
-esac
-
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-system_gopath="${VIGIL_SYSTEM_GOPATH:-/usr/share/gocode}"
-upstream="$system_gopath/src/github.com/hashicorp/memberlist"
-msgpack="$system_gopath/src/github.com/hashicorp/go-msgpack/codec"
-
 build="$here/.build"
-gopath="$build/gopath"
-bin="$build/bin/vigil-conformance"
-pkg_dir="$gopath/src/github.com/hashicorp/memberlist"
-cmd_import="vigil/conformance/cmd/vigil-conformance"
-cmd_dir="$gopath/src/$cmd_import"
-peer_bin="$build/bin/vigil-gopeer"
-peer_import="vigil/conformance/cmd/vigil-gopeer"
-peer_dir="$gopath/src/$peer_import"
+bindir="$build/bin"
+check=0
+targets=()
+for arg in "$@"; do
+    case "$arg" in
+        --check) check=1 ;;
+        -*) echo "usage: $0 [--check] [TARGET...]" >&2; exit 2 ;;
+        *) targets+=("$arg") ;;
+    esac
+done
+all_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 testenv metallb)
+[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
 die() {
     echo "conformance/build.sh: $*" >&2
     exit 1
 }
+say() { echo "conformance/build.sh: $*" >&2; }
 
-command -v go >/dev/null 2>&1 ||
-    die "'go' not found on PATH (Debian: apt-get install golang-go)"
-[ -f "$upstream/net.go" ] && [ -f "$upstream/util.go" ] ||
-    die "memberlist sources not found at $upstream (Debian: apt-get install golang-github-hashicorp-memberlist-dev)"
-[ -d "$msgpack" ] ||
-    die "go-msgpack not found at $msgpack (Debian: apt-get install golang-github-hashicorp-go-msgpack-dev)"
+go119=/usr/lib/go-1.19/bin/go
+cache_root="${VIGIL_GO_CACHE:-/var/cache/vigil/go}"
 
-# Skip the build when the binary is newer than every input.  The Go build
-# cache would make a rebuild cheap too, but this keeps repeated calls from
-# the Rust test-suite at a few milliseconds.
-inputs=("$here/build.sh" "$here/memberlist-export" "$here/cmd" "$upstream")
-if [ "$check" = 0 ] && [ -x "$bin" ] && [ -x "$peer_bin" ] &&
-    [ -z "$(find "${inputs[@]}" -newer "$bin" -print -quit)" ] &&
-    [ -z "$(find "${inputs[@]}" -newer "$peer_bin" -print -quit)" ]; then
-    echo "$bin"
-    exit 0
-fi
+# The modern toolchain: VIGIL_GO, else `go` on the PATH, else /usr/local/go/bin/go; it must
+# not be Debian's 1.19.
+modern_go() {
+    local g
+    for g in "${VIGIL_GO:-}" "$(command -v go || true)" /usr/local/go/bin/go; do
+        [ -n "$g" ] && [ -x "$g" ] || continue
+        local v
+        v="$("$g" env GOVERSION 2>/dev/null || true)"
+        case "$v" in
+            go1.2[6-9]* | go1.[3-9][0-9]*) echo "$g"; return 0 ;;
+        esac
+    done
+    return 1
+}
 
-# Fresh copy each time so that files deleted from our sources disappear too.
-rm -rf "$pkg_dir" "$cmd_dir" "$peer_dir"
-mkdir -p "$pkg_dir" "$cmd_dir" "$peer_dir" "$build/bin"
+# Environment for a module-mode build with the shared caches.
+module_env() {
+    local g
+    g="$(modern_go)" || die "no Go >= 1.26 found (set VIGIL_GO, or put it on the PATH)"
+    mkdir -p "$cache_root/mod" "$cache_root/build"
+    export GOMODCACHE="$cache_root/mod" GOCACHE="$cache_root/build" GO111MODULE=on GOFLAGS=-mod=mod
+    export GOTOOLCHAIN=local
+    unset GOPATH
+    GO="$g"
+}
 
-# Upstream package: non-test Go files, internal/ and vendor/ (0.2.2 vendors
-# github.com/sean-/seed).  Tests are left out; they are not ours to vet.
-find "$upstream" -maxdepth 1 -name '*.go' ! -name '*_test.go' -exec cp {} "$pkg_dir/" \;
-for sub in internal vendor; do
-    if [ -d "$upstream/$sub" ]; then
-        cp -R "$upstream/$sub" "$pkg_dir/"
+# True when $1 (a binary) exists and is newer than every other argument (files or folders).
+up_to_date() {
+    local out=$1
+    shift
+    [ -x "$out" ] && [ -z "$(find "$@" -newer "$out" -print -quit 2>/dev/null)" ]
+}
+
+# Runs a named build step, timing it.
+timed() {
+    local name=$1
+    shift
+    local start=$SECONDS
+    say "$name: building"
+    "$@" || die "$name: build failed"
+    say "$name: built in $((SECONDS - start)) s"
+}
+
+# --- conformance: vigil-conformance and vigil-gopeer on Debian's memberlist 0.2.2 -------------
+#
+# The harness needs memberlist's *unexported* encoders and decoders, so we cannot simply import
+# the package. Instead we assemble a throw-away GOPATH under .build/ holding a copy of Debian's
+# memberlist 0.2.2 sources plus our own files from memberlist-export/, which add exported
+# wrappers inside package memberlist. Everything else (go-msgpack, go-metrics, ...) comes from
+# /usr/share/gocode. Nothing is fetched from the network: GOPATH mode, GO111MODULE=off,
+# GOPROXY=off.
+build_conformance() {
+    local system_gopath="${VIGIL_SYSTEM_GOPATH:-/usr/share/gocode}"
+    local upstream="$system_gopath/src/github.com/hashicorp/memberlist"
+    local msgpack="$system_gopath/src/github.com/hashicorp/go-msgpack/codec"
+    local gopath="$build/gopath"
+    local bin="$bindir/vigil-conformance" peer_bin="$bindir/vigil-gopeer"
+    local pkg_dir="$gopath/src/github.com/hashicorp/memberlist"
+    local cmd_import="vigil/conformance/cmd/vigil-conformance"
+    local peer_import="vigil/conformance/cmd/vigil-gopeer"
+    local cmd_dir="$gopath/src/$cmd_import" peer_dir="$gopath/src/$peer_import"
+
+    [ -x "$go119" ] || die "conformance: $go119 not found (Debian: apt-get install golang-go)"
+    [ -f "$upstream/net.go" ] && [ -f "$upstream/util.go" ] ||
+        die "conformance: memberlist sources not found at $upstream (Debian: apt-get install golang-github-hashicorp-memberlist-dev)"
+    [ -d "$msgpack" ] ||
+        die "conformance: go-msgpack not found at $msgpack (Debian: apt-get install golang-github-hashicorp-go-msgpack-dev)"
+
+    local inputs=("$here/build.sh" "$here/memberlist-export" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer" "$upstream")
+    if [ "$check" = 0 ] && up_to_date "$bin" "${inputs[@]}" && up_to_date "$peer_bin" "${inputs[@]}"; then
+        say "conformance: up to date"
+        return 0
     fi
+    # Fresh copy each time so that files deleted from our sources disappear too.
+    rm -rf "$pkg_dir" "$cmd_dir" "$peer_dir"
+    mkdir -p "$pkg_dir" "$cmd_dir" "$peer_dir" "$bindir"
+    # Upstream package: non-test Go files, internal/ and vendor/ (0.2.2 vendors
+    # github.com/sean-/seed). Tests are left out; they are not ours to vet.
+    find "$upstream" -maxdepth 1 -name '*.go' ! -name '*_test.go' -exec cp {} "$pkg_dir/" \;
+    local sub
+    for sub in internal vendor; do
+        [ -d "$upstream/$sub" ] && cp -R "$upstream/$sub" "$pkg_dir/"
+    done
+    find "$pkg_dir" -name '*_test.go' -delete
+    cp "$here"/memberlist-export/*.go "$pkg_dir/"
+    cp "$here"/cmd/vigil-conformance/*.go "$cmd_dir/"
+    cp "$here"/cmd/vigil-gopeer/*.go "$peer_dir/"
+    (
+        export GOPATH="$gopath:$system_gopath" GO111MODULE=off GOPROXY=off GOFLAGS= GOTOOLCHAIN=local
+        export GOCACHE="${VIGIL_GOCACHE:-$build/gocache}"
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${go119%/go}/gofmt" -l "$here/memberlist-export" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
+            [ -z "$unformatted" ] || die "conformance: not gofmt-formatted: $unformatted"
+            # Vet our commands and the package as a whole (upstream files included, since our
+            # wrappers live inside it).
+            "$go119" vet "$cmd_import" "$peer_import" github.com/hashicorp/memberlist >&2 || die "conformance: go vet failed"
+        fi
+        timed "conformance: vigil-conformance (Go 1.19, memberlist 0.2.2)" "$go119" build -o "$bin" "$cmd_import" >&2
+        timed "conformance: vigil-gopeer (Go 1.19, memberlist 0.2.2)" "$go119" build -o "$peer_bin" "$peer_import" >&2
+    )
+}
+
+# --- gopeer-0.5.1, gopeer-0.7.0: memberlist peers in module mode --------------------------------
+build_gopeer() {
+    local version=$1
+    die "gopeer-$version: not written yet"
+}
+
+# --- testenv: vigil-testenv (kube-apiserver v1.37.2 + embedded etcd, in one process) -----------
+build_testenv() {
+    die "testenv: not written yet"
+}
+
+# --- metallb: MetalLB's speaker and controller from the module proxy ---------------------------
+build_metallb() {
+    die "metallb: not written yet"
+}
+
+mkdir -p "$bindir"
+for t in "${targets[@]}"; do
+    case "$t" in
+        conformance) build_conformance ;;
+        gopeer-0.5.1) build_gopeer 0.5.1 ;;
+        gopeer-0.7.0) build_gopeer 0.7.0 ;;
+        testenv) build_testenv ;;
+        metallb) build_metallb ;;
+        *) die "unknown target '$t' (known: ${all_targets[*]})" ;;
+    esac
 done
-find "$pkg_dir" -name '*_test.go' -delete
-cp "$here"/memberlist-export/*.go "$pkg_dir/"
-cp "$here"/cmd/vigil-conformance/*.go "$cmd_dir/"
-cp "$here"/cmd/vigil-gopeer/*.go "$peer_dir/"
-
-export GOPATH="$gopath:$system_gopath"
-export GO111MODULE=off
-export GOPROXY=off
-export GOFLAGS=
-export GOCACHE="${VIGIL_GOCACHE:-$build/gocache}"
-
-if [ "$check" = 1 ]; then
-    unformatted="$(gofmt -l "$here/memberlist-export" "$here/cmd")"
-    [ -z "$unformatted" ] || die "not gofmt-formatted: $unformatted"
-    # Vet our command and the package as a whole (upstream files included,
-    # since our wrappers live inside it).
-    go vet "$cmd_import" "$peer_import" github.com/hashicorp/memberlist >&2 || die "go vet failed"
-fi
-go build -o "$bin" "$cmd_import" >&2 || die "go build failed"
-go build -o "$peer_bin" "$peer_import" >&2 || die "go build of vigil-gopeer failed"
-echo "$bin"
+echo "$bindir"

@@ -7,7 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="$here/../tests/vectors/memberlist/vectors.json"
 
-bin="$("$here/build.sh" | tail -n 1)"
+bin="$("$here/build.sh" conformance | tail -n 1)/vigil-conformance"
 mkdir -p "$(dirname "$out")"
 # Write to a temporary file first so a failed run leaves the old file intact.
 tmp="$(mktemp "$out.XXXXXX")"

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-go_bin=$(bash conformance/build.sh | tail -n 1)
+go_bin=$(bash conformance/build.sh conformance | tail -n 1)/vigil-conformance
 cargo build -q -p vigil-gossip --example wire_dump
 dump=target/debug/examples/wire_dump
 

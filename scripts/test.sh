@@ -51,14 +51,18 @@ pure_crates_have_no_io() {
   return $bad
 }
 
-go_conformance() {
-  bash conformance/build.sh --check >/dev/null
+# Every Go program the tests use, built once here (conformance/build.sh prints each build and its
+# time); the cargo tests find them in $go_bin.
+go_targets=(conformance)
+go_bin=
+go_programs() {
+  go_bin=$(bash conformance/build.sh --check "${go_targets[@]}" | tail -n 1)
 }
 
 cargo_tests() {
-  local bin
-  bin=$(bash conformance/build.sh | tail -n 1)
-  VIGIL_CONFORMANCE_BIN="$bin" VIGIL_REQUIRE_GO=1 VIGIL_REQUIRE_ROOT=1 \
+  [ -n "$go_bin" ] || { echo "the Go programs were not built" >&2; return 1; }
+  VIGIL_GO_BIN_DIR="$go_bin" VIGIL_CONFORMANCE_BIN="$go_bin/vigil-conformance" \
+    VIGIL_REQUIRE_GO=1 VIGIL_REQUIRE_ROOT=1 \
     cargo test --workspace --no-fail-fast 2>&1 | tee target/cargo-test.log
   return "${PIPESTATUS[0]}"
 }
@@ -70,7 +74,7 @@ fuzz_smoke() {
 stage "install packages" install_packages
 stage "fmt and clippy" lint
 stage "pure crates have no I/O dependencies" pure_crates_have_no_io
-stage "Go conformance program builds and vets" go_conformance
+stage "Go programs build (and our Go code vets)" go_programs
 mkdir -p target
 stage "cargo test (workspace)" cargo_tests
 if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -f fuzz/run.sh ]; then

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 
 source bench/prepare.sh
 bench_prepare failover "it creates network namespaces" ip python3 go
-gopeer_dir=$(dirname "$(bash conformance/build.sh | tail -1)")
+gopeer_dir=$(bash conformance/build.sh conformance | tail -1)
 
 bench_describe
 export PYTHONDONTWRITEBYTECODE=1

@@ -11,7 +11,7 @@ nodes=${1:-100}
 window=${2:-30}
 [ "$(id -u)" = 0 ] || { echo "bench/gossip/run.sh: needs root (network namespace, nftables)" >&2; exit 1; }
 command -v nft >/dev/null || { echo "bench/gossip/run.sh: needs nft (apt-get install nftables)" >&2; exit 1; }
-bash conformance/build.sh >/dev/null
+bash conformance/build.sh conformance >/dev/null
 gopeer="$(pwd)/conformance/.build/bin/vigil-gopeer"
 # The agent is `vigil-agent` (the same code as `vigil agent`, linking only the agent), built
 # as it would ship as a small daemon: release with opt-level "s", fat LTO and one codegen unit

@@ -139,12 +139,12 @@ pub fn conformance_bin() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let script = repo_root().join("conformance/build.sh");
-    let out = Command::new("bash").arg(&script).output();
+    let out = Command::new("bash").arg(&script).arg("conformance").output();
     match out {
         Ok(out) if out.status.success() => {
             let stdout = String::from_utf8_lossy(&out.stdout);
             let last = stdout.lines().last().unwrap_or_default().trim().to_string();
-            Some(PathBuf::from(last))
+            Some(PathBuf::from(last).join("vigil-conformance"))
         }
         other => {
             let why = match other {

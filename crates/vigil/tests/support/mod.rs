@@ -43,12 +43,13 @@ fn find_gopeer() -> Option<PathBuf> {
     }
     let out = Command::new("bash")
         .arg(repo_root().join("conformance/build.sh"))
+        .arg("conformance")
         .output();
     let why = match out {
         Ok(out) if out.status.success() => {
             let stdout = String::from_utf8_lossy(&out.stdout);
             let last = stdout.lines().last().unwrap_or_default().trim().to_string();
-            let peer = Path::new(&last).with_file_name("vigil-gopeer");
+            let peer = Path::new(&last).join("vigil-gopeer");
             if peer.exists() {
                 return Some(peer);
             }
