@@ -20,6 +20,7 @@
 mod election;
 mod go_ip;
 mod meta;
+pub mod pool;
 mod service;
 
 pub use election::{Group, Policy, Quorum, Verdict, decide, elect, rank};
