@@ -128,7 +128,7 @@ build_conformance() {
         [ -d "$upstream/$sub" ] && cp -R "$upstream/$sub" "$pkg_dir/"
     done
     find "$pkg_dir" -name '*_test.go' -delete
-    cp "$here"/memberlist-export/*.go "$pkg_dir/"
+    cp "$here"/memberlist-export/*.go "$here"/memberlist-export/0.2.2/*.go "$pkg_dir/"
     cp "$here"/cmd/vigil-conformance/*.go "$cmd_dir/"
     cp "$here"/cmd/vigil-gopeer/*.go "$peer_dir/"
     (
@@ -136,7 +136,7 @@ build_conformance() {
         export GOCACHE="${VIGIL_GOCACHE:-$build/gocache}"
         if [ "$check" = 1 ]; then
             local unformatted
-            unformatted="$("${go119%/go}/gofmt" -l "$here/memberlist-export" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
+            unformatted="$("${go119%/go}/gofmt" -l "$here"/memberlist-export/*.go "$here/memberlist-export/0.2.2" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
             [ -z "$unformatted" ] || die "conformance: not gofmt-formatted: $unformatted"
             # Vet our commands and the package as a whole (upstream files included, since our
             # wrappers live inside it).
@@ -148,9 +148,66 @@ build_conformance() {
 }
 
 # --- gopeer-0.5.1, gopeer-0.7.0: memberlist peers in module mode --------------------------------
+#
+# Same programs as the conformance target, against a release from the module proxy. The build
+# module is assembled under .build/modules/memberlist-VERSION/: our committed go.mod and go.sum
+# (conformance/modules/memberlist-VERSION/, which require the release and replace it with
+# ./memberlist), our commands, and in memberlist/ a copy of the release's sources from the module
+# cache plus memberlist-export/*.go and memberlist-export/0.5-0.7/*.go (the variant for
+# go-msgpack v2 and labels). The copied sources are never committed. -mod=readonly: the build
+# fails rather than change the committed go.mod/go.sum (VIGIL_GO_TIDY=1 re-tidies them and
+# writes them back, for a version bump).
 build_gopeer() {
     local version=$1
-    die "gopeer-$version: not written yet"
+    local name="gopeer-$version"
+    local modsrc="$here/modules/memberlist-$version"
+    local dir="$build/modules/memberlist-$version"
+    local peer_bin="$bindir/vigil-gopeer-$version" conf_bin="$bindir/vigil-conformance-$version"
+    local shims="$here/memberlist-export/0.5-0.7"
+    [ -f "$modsrc/go.mod" ] || die "$name: $modsrc/go.mod missing"
+    module_env
+    local upstream
+    upstream="$GOMODCACHE/github.com/hashicorp/memberlist@v$version"
+    local inputs=("$here/build.sh" "$modsrc" "$here/memberlist-export" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")
+    if [ "$check" = 0 ] && [ -d "$upstream" ] && up_to_date "$peer_bin" "${inputs[@]}" "$upstream" &&
+        up_to_date "$conf_bin" "${inputs[@]}" "$upstream"; then
+        say "$name: up to date"
+        return 0
+    fi
+    if [ ! -f "$upstream/net.go" ]; then
+        timed "$name: download github.com/hashicorp/memberlist@v$version" \
+            "$GO" mod download "github.com/hashicorp/memberlist@v$version" >&2
+    fi
+    # Fresh copy each time so that files deleted from our sources disappear too.
+    rm -rf "$dir"
+    mkdir -p "$dir/memberlist" "$dir/cmd/vigil-conformance" "$dir/cmd/vigil-gopeer" "$bindir"
+    find "$upstream" -maxdepth 1 \( -name '*.go' ! -name '*_test.go' -o -name go.mod \) -exec cp {} "$dir/memberlist/" \;
+    [ -d "$upstream/internal" ] && cp -R "$upstream/internal" "$dir/memberlist/"
+    find "$dir/memberlist" -name '*_test.go' -delete
+    chmod -R u+w "$dir/memberlist" # the module cache is read-only
+    cp "$here"/memberlist-export/*.go "$shims"/*.go "$dir/memberlist/"
+    cp "$here"/cmd/vigil-conformance/*.go "$dir/cmd/vigil-conformance/"
+    cp "$here"/cmd/vigil-gopeer/*.go "$dir/cmd/vigil-gopeer/"
+    cp "$modsrc/go.mod" "$dir/go.mod"
+    [ -f "$modsrc/go.sum" ] && cp "$modsrc/go.sum" "$dir/go.sum"
+    (
+        cd "$dir"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ] || [ ! -f "$modsrc/go.sum" ]; then
+            timed "$name: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+            cp go.mod go.sum "$modsrc/"
+        fi
+        export GOFLAGS=-mod=readonly
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l "$shims" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
+            [ -z "$unformatted" ] || die "$name: not gofmt-formatted: $unformatted"
+            "$GO" vet ./cmd/vigil-conformance ./cmd/vigil-gopeer >&2 || die "$name: go vet failed"
+        fi
+        timed "$name: vigil-conformance-$version (Go $("$GO" env GOVERSION), memberlist $version)" \
+            "$GO" build -trimpath -o "$conf_bin" ./cmd/vigil-conformance >&2
+        timed "$name: vigil-gopeer-$version (Go $("$GO" env GOVERSION), memberlist $version)" \
+            "$GO" build -trimpath -o "$peer_bin" ./cmd/vigil-gopeer >&2
+    )
 }
 
 # --- testenv: vigil-testenv (kube-apiserver v1.37.2 + embedded etcd, in one process) -----------
