@@ -195,6 +195,9 @@ impl Allocator {
                 self.on_ip.remove(ip);
                 if let Some(count) = self.assigned.get_mut(&alloc.pool) {
                     count[Family::of(*ip).index()] -= 1;
+                    if *count == [0, 0] {
+                        self.assigned.remove(&alloc.pool);
+                    }
                 }
             }
         }
@@ -504,11 +507,7 @@ impl Allocator {
 
     /// The maintained counts (tests compare them with [`Allocator::recounted`]).
     pub(crate) fn assigned_counts(&self) -> BTreeMap<String, [u64; 2]> {
-        self.assigned
-            .iter()
-            .filter(|(_, c)| **c != [0, 0])
-            .map(|(k, v)| (k.clone(), *v))
-            .collect()
+        self.assigned.clone()
     }
 }
 
