@@ -216,8 +216,69 @@ build_testenv() {
 }
 
 # --- metallb: MetalLB's speaker and controller from the module proxy ---------------------------
+#
+# conformance/metallb/ is a build module of ours: its go.mod requires go.universe.tf/metallb at
+# the release we test against and names the speaker and controller as tools; go.sum pins every
+# dependency. No MetalLB code is in the repo: the build compiles the release from the module
+# cache.
+#
+# One gap: MetalLB v0.16.2 was released against github.com/metallb/frr-k8s v0.0.27, which the
+# module proxy refuses (403, "This module version is not available"); the newest it serves is
+# v0.0.21, whose API lacks one type and one field that MetalLB's frr-k8s BGP writer fills in.
+# So our go.mod replaces frr-k8s with .build/modules/frr-k8s: a copy of v0.0.21's go.mod and
+# api/ from the module cache plus, in our own words, that type
+# (conformance/metallb/_frr-k8s/vigil_aspathprepend.go) and field. Only frr-k8s BGP mode
+# (METALLB_BGP_TYPE=frr-k8s) touches them; vigil's tests run MetalLB in layer-2 mode. The copy
+# is never committed. Static binaries (CGO_ENABLED=0); -mod=readonly: the build fails rather
+# than change the committed go.mod/go.sum (VIGIL_GO_TIDY=1 re-tidies them, for a version bump).
 build_metallb() {
-    die "metallb: not written yet"
+    local modsrc="$here/metallb"
+    local speaker="$bindir/metallb-speaker" controller="$bindir/metallb-controller"
+    local frr_version=v0.0.21 frr_dir="$build/modules/frr-k8s"
+    [ -f "$modsrc/go.mod" ] && [ -f "$modsrc/go.sum" ] || die "metallb: $modsrc/go.mod or go.sum missing"
+    module_env
+    local inputs=("$here/build.sh" "$modsrc")
+    if [ "$check" = 0 ] && [ -f "$frr_dir/go.mod" ] && up_to_date "$speaker" "${inputs[@]}" &&
+        up_to_date "$controller" "${inputs[@]}"; then
+        say "metallb: up to date"
+        return 0
+    fi
+    local frr_upstream="$GOMODCACHE/github.com/metallb/frr-k8s@$frr_version"
+    if [ ! -f "$frr_upstream/go.mod" ]; then
+        timed "metallb: download github.com/metallb/frr-k8s@$frr_version" \
+            "$GO" mod download "github.com/metallb/frr-k8s@$frr_version" >&2
+    fi
+    rm -rf "$frr_dir"
+    mkdir -p "$frr_dir" "$bindir"
+    cp "$frr_upstream/go.mod" "$frr_dir/"
+    cp -R "$frr_upstream/api" "$frr_dir/"
+    chmod -R u+w "$frr_dir" # the module cache is read-only
+    find "$frr_dir" -name '*_test.go' -delete
+    cp "$modsrc/_frr-k8s/vigil_aspathprepend.go" "$frr_dir/api/v1beta1/"
+    local types="$frr_dir/api/v1beta1/frrconfiguration_types.go"
+    grep -q 'PrefixesWithCommunity \[\]CommunityPrefixes' "$types" ||
+        die "metallb: frr-k8s $frr_version: Advertise.PrefixesWithCommunity not found in $types"
+    sed -i '/PrefixesWithCommunity \[\]CommunityPrefixes/a\
+	// PrefixesWithAsPathPrepend: added by vigil'"'"'s conformance/build.sh (see vigil_aspathprepend.go).\
+	PrefixesWithAsPathPrepend []AsPathPrependPrefixes `json:"withAsPathPrepend,omitempty"`' "$types"
+    local version
+    version="$(sed -n 's/^[[:space:]]*go\.universe\.tf\/metallb \(v[^ ]*\).*/\1/p' "$modsrc/go.mod")"
+    (
+        cd "$modsrc"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ]; then
+            timed "metallb: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+        fi
+        export GOFLAGS=-mod=readonly CGO_ENABLED=0
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l "$modsrc/_frr-k8s")"
+            [ -z "$unformatted" ] || die "metallb: not gofmt-formatted: $unformatted"
+        fi
+        timed "metallb: metallb-speaker (Go $("$GO" env GOVERSION), MetalLB $version)" \
+            "$GO" build -trimpath -ldflags="-s -w" -o "$speaker" go.universe.tf/metallb/speaker >&2
+        timed "metallb: metallb-controller (Go $("$GO" env GOVERSION), MetalLB $version)" \
+            "$GO" build -trimpath -ldflags="-s -w" -o "$controller" go.universe.tf/metallb/controller >&2
+    )
 }
 
 mkdir -p "$bindir"
