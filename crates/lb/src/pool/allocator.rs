@@ -289,7 +289,7 @@ impl Allocator {
     /// pinned to the service (auto-assignable, with a `serviceAllocation` that admits it),
     /// positive priorities first, lowest first, then those without priority; then the
     /// auto-assignable pools without `serviceAllocation`. In each list the first pool that can
-    /// serve the service wins ([`Allocator::best_pool`]). A service that already holds IPs
+    /// serve the service wins (see the module docs). A service that already holds IPs
     /// keeps them.
     pub fn allocate_auto(&mut self, req: &Request) -> Result<Vec<IpAddr>, AllocError> {
         if let Some(held) = self.allocations.get(&req.key).map(|a| a.ips.clone()) {
