@@ -454,7 +454,17 @@ pub fn parse_address(entry: &str) -> Result<AddressRange, &'static str> {
         .ok()
         .filter(|_| !len.starts_with('+'))
         .ok_or("invalid CIDR prefix length")?;
-    // Go reads an IPv4-mapped address with a prefix as an IPv6 CIDR; keep it so.
+    // Go matches an IPv4-mapped CIDR (`::ffff:198.18.0.0/120`) against IPv4 addresses with
+    // the mask's last 32 bits: it is the IPv4 CIDR `198.18.0.0/24`.
+    let (ip, len) = match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => {
+            let len = len
+                .checked_sub(96)
+                .ok_or("IPv4-mapped prefix shorter than /96")?;
+            (canonical(ip), len)
+        }
+        _ => (ip, len),
+    };
     let family = Family::of(ip);
     let bits = family.bits();
     if len > bits {
@@ -503,6 +513,8 @@ mod tests {
         assert!(parse_address("198.18.0.0/33").is_err());
         assert!(parse_address("198.18.0.0").is_err());
         assert!(parse_address(" 198.18.0.0/24").is_err());
+        assert_eq!(range("::ffff:198.18.0.7/120"), range("198.18.0.0/24"));
+        assert!(parse_address("::ffff:198.18.0.0/95").is_err());
     }
 
     #[test]
