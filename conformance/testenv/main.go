@@ -226,8 +226,11 @@ func apiserverFlags(o options, pki *pki, etcdURL string) []string {
 		// Priority and fairness runs its own config controllers and queues; on a 2-core test
 		// machine that is CPU better spent on the tests. Re-enable with -- flags if wanted.
 		"--enable-priority-and-fairness=false",
-		// No cloud or kubelet here; keep shutdown prompt.
+		// Prompt shutdown: no load balancer needs time to see /readyz fail, and open watches
+		// (which otherwise hold the HTTP server's shutdown for the 60 s request timeout) are
+		// cut 2 s after the other requests in flight have drained.
 		"--shutdown-delay-duration=0s",
+		"--shutdown-send-retry-after=true",
 		"--profiling=false",
 	}
 	if o.tokenFile != "" {
