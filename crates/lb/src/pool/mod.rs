@@ -40,7 +40,7 @@
 //! offering its primary family (`spec.ipFamilies[0]`), else the other. Within a pool, each
 //! family's IP is the lowest usable one, entries in configuration order: usable means free, or
 //! held only by services this one may share with (so sharing services pack onto one IP).
-//! Dual-stack results list IPv4 first. *Differs:* MetalLB walks unpinned pools in Go map order
+//! A dual-stack pair lists IPv4 first (a family added later goes after the first IP). *Differs:* MetalLB walks unpinned pools in Go map order
 //! (random) and sorts equal priorities unstably; here ties go by pool name.
 //!
 //! **Dual stack** (`allocation.go:selectIPsForFamilyAndPolicy`,
