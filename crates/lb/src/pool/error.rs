@@ -67,16 +67,14 @@ pub enum ShareRefusal {
     PortInUse(Port),
 }
 
-/// Why an allocation failed. Unless said otherwise, MetalLB reports these as the Warning
-/// event `AllocationFailed`; none of them changed the allocator's state.
+/// Why an assignment or allocation failed. From [`Allocator::converge`](super::Allocator::converge)
+/// MetalLB reports these as the Warning event `AllocationFailed`, or as the Info event
+/// `ClearAssignment` when carried IPs no longer fit ([`ClearReason::NotAllowed`](super::ClearReason::NotAllowed)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
-    /// No pool is configured at all (MetalLB clears the service, reason `noConfig`, no
-    /// event).
-    #[error("no address pools are configured")]
-    NoPools,
     /// The requested IPs are in no pool, or in different pools, or one is a buggy IP of a pool
     /// that avoids them (MetalLB: `%q is not allowed in config`).
+    /// State: unchanged.
     #[error("{ips:?} is not allowed in config: no single pool holds all of them")]
     NotInAnyPool {
         /// The IPs asked for.
@@ -84,24 +82,28 @@ pub enum AllocError {
     },
     /// The pool holding the requested IPs, or the requested pool, does not admit the service
     /// by its `serviceAllocation` (MetalLB: `pool %s not compatible for ip assignment`).
+    /// State: unchanged.
     #[error("pool {pool} not compatible for ip assignment")]
     PoolNotAllowed {
         /// The pool.
         pool: String,
     },
     /// More than two IPs asked for.
+    /// State: unchanged.
     #[error("more than two addresses {ips:?}")]
     TooManyIps {
         /// The IPs asked for.
         ips: Vec<IpAddr>,
     },
     /// Two IPs of one family asked for.
+    /// State: unchanged.
     #[error("{ips:?} has the same family")]
     SameFamily {
         /// The IPs asked for.
         ips: Vec<IpAddr>,
     },
     /// An IP is held by services this one may not share it with.
+    /// State: unchanged.
     #[error("{ip} is in use by {services:?}: {refusal}")]
     IpInUse {
         /// The IP.
@@ -112,6 +114,7 @@ pub enum AllocError {
         refusal: ShareRefusal,
     },
     /// `metallb.io/address-pool` names no pool (MetalLB: `unknown pool %q`).
+    /// State: unchanged.
     #[error("unknown pool {pool:?}")]
     UnknownPool {
         /// The name asked for.
@@ -119,6 +122,7 @@ pub enum AllocError {
     },
     /// The requested pool has no IP this service may take, of any family (MetalLB: `no
     /// available IPs in pool %s`).
+    /// State: unchanged.
     #[error("no available IPs in pool {pool}")]
     PoolExhausted {
         /// The pool.
@@ -126,6 +130,7 @@ pub enum AllocError {
     },
     /// The requested pool has no IP of the family the service needs (MetalLB: `no available
     /// IPs in pool %s for %s IPFamily`).
+    /// State: unchanged.
     #[error("no available IPs in pool {pool} for {family} IPFamily")]
     NoFamilyInPool {
         /// The pool.
@@ -135,14 +140,17 @@ pub enum AllocError {
     },
     /// Automatic allocation: no auto-assignable pool admits the service. MetalLB says `no
     /// available IPs` for this and [`AllocError::NoAvailableIps`] alike.
+    /// State: unchanged.
     #[error("no available IPs: no auto-assignable pool admits the service")]
     NoPoolMatches,
     /// Automatic allocation: pools admit the service, but none has an IP it may take of the
     /// family it needs (MetalLB: `no available IPs`).
+    /// State: unchanged.
     #[error("no available IPs")]
     NoAvailableIps,
     /// The requested IPs' family is not the service's (MetalLB: `requested loadBalancer IP(s)
     /// %q does not match the ipFamily of the service`).
+    /// State: unchanged.
     #[error(
         "requested loadBalancer IP(s) {ips:?} does not match the ipFamily of the service ({family})"
     )]
@@ -154,6 +162,7 @@ pub enum AllocError {
     },
     /// The requested IPs are not in the requested pool (MetalLB: `requested loadBalancer
     /// IP(s) %q is not compatible with requested address pool %s`).
+    /// State: unchanged.
     #[error(
         "requested loadBalancer IP(s) {ips:?} is not compatible with requested address pool {pool}"
     )]
@@ -165,6 +174,7 @@ pub enum AllocError {
     },
     /// The service already holds IPs of another family than it now needs (MetalLB: `IP for
     /// wrong family assigned`).
+    /// State: unchanged.
     #[error("IPs of the wrong family assigned: hold {held:?}, service is {family}")]
     WrongFamilyHeld {
         /// The IPs held.
@@ -173,6 +183,7 @@ pub enum AllocError {
         family: ServiceFamily,
     },
     /// The requested IPs could not be read.
+    /// State: unchanged.
     #[error(transparent)]
     BadRequest(#[from] RequestError),
 }
