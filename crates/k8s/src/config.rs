@@ -133,6 +133,7 @@ impl Config {
                         field: "ipAddressPoolSelectors",
                         problem: Box::new(AdProblem::Selector {
                             shown: Shown(s).to_string(),
+                            go: go_value(s, true),
                             source,
                         }),
                     })
@@ -248,6 +249,7 @@ fn parse_ad(name: &str, ad: &L2Advertisement, nodes: &[Node]) -> Result<L2Ad, Co
                         field,
                         AdProblem::Selector {
                             shown: Shown(s).to_string(),
+                            go: go_value(s, true),
                             source,
                         },
                     )
@@ -273,6 +275,7 @@ fn parse_ad(name: &str, ad: &L2Advertisement, nodes: &[Node]) -> Result<L2Ad, Co
                 "preferredNodeSelectors",
                 AdProblem::Selector {
                     shown: Shown(&pref).to_string(),
+                    go: go_value(&pref, false),
                     source,
                 },
             )
@@ -383,15 +386,22 @@ impl ConfigError {
         match self {
             Self::Advertisement { ad, field, problem } => match problem.as_ref() {
                 AdProblem::Duplicate(msg) => msg.clone(),
-                AdProblem::Selector { shown, source } => {
-                    let what = match *field {
-                        "nodeSelectors" => "node selector",
-                        "serviceSelectors" => "service selector",
-                        "preferredNodeSelectors" => "preferred node selectors",
-                        _ => return format!("{source}\ninvalid label selector {shown}"),
-                    };
-                    format!("{source}\nfailed to parse {what} for {ad}")
-                }
+                AdProblem::Selector { go, source, .. } => match *field {
+                    // config.go: l2AdvertisementFromCR -> selectedNodes -> filterWithLabelSelector
+                    "nodeSelectors" => format!(
+                        "{source}\ninvalid label selector {go}\nfailed to parse node selector for {ad}"
+                    ),
+                    // config.go: parseSelectors
+                    "serviceSelectors" => format!(
+                        "invalid service selector {go}: {source}\nfailed to parse service selector for {ad}"
+                    ),
+                    // config.go: preferredNodeScores
+                    "preferredNodeSelectors" => format!(
+                        "{source}\ninvalid preferred node selector {go}\nfailed to parse preferred node selectors for {ad}"
+                    ),
+                    // config.go: filterPoolsWithLabelSelector
+                    _ => format!("{source}\ninvalid label selector {go}"),
+                },
             },
             other => other.to_string(),
         }
@@ -449,6 +459,8 @@ pub enum AdProblem {
     Selector {
         /// The selector.
         shown: String,
+        /// The selector as Go's `%v` prints the value (MetalLB's messages quote it so).
+        go: String,
         /// Why.
         source: SelectorError,
     },
@@ -458,7 +470,7 @@ impl fmt::Display for AdProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Duplicate(m) => f.write_str(m),
-            Self::Selector { shown, source } => write!(f, "selector {shown}: {source}"),
+            Self::Selector { shown, source, .. } => write!(f, "selector {shown}: {source}"),
         }
     }
 }
@@ -467,4 +479,29 @@ impl fmt::Display for Pool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.name)
     }
+}
+
+/// A `LabelSelector` as Go's `%v` prints the struct value: `{map[k:v] [{key Op [v1 v2]}]}`.
+/// `sorted`: MetalLB's duplicate check sorts each expression's values in place before the
+/// selectors are parsed, so for the fields it checks the printed values are sorted.
+fn go_value(ls: &LabelSelector, sorted: bool) -> String {
+    let labels: Vec<String> = ls
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}:{v}"))
+        .collect();
+    let exprs: Vec<String> = ls
+        .match_expressions
+        .iter()
+        .flatten()
+        .map(|e| {
+            let mut values = e.values.clone().unwrap_or_default();
+            if sorted {
+                values.sort();
+            }
+            format!("{{{} {} [{}]}}", e.key, e.operator, values.join(" "))
+        })
+        .collect();
+    format!("{{map[{}] [{}]}}", labels.join(" "), exprs.join(" "))
 }
