@@ -139,7 +139,10 @@ pub fn conformance_bin() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let script = repo_root().join("conformance/build.sh");
-    let out = Command::new("bash").arg(&script).arg("conformance").output();
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("conformance")
+        .output();
     match out {
         Ok(out) if out.status.success() => {
             let stdout = String::from_utf8_lossy(&out.stdout);
