@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::config::Config;
-use crate::wire::Framing;
+use crate::wire::{Framing, stream};
 use std::collections::HashSet;
 
 fn addr(i: usize) -> SocketAddr {
