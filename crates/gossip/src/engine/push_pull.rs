@@ -55,7 +55,7 @@ impl Membership {
         }
     }
 
-    pub(super) fn start_push_pull(&mut self, now: Instant, to: SocketAddr, join: bool) {
+    fn start_push_pull(&mut self, now: Instant, to: SocketAddr, join: bool) {
         let msg = Message::PushPull(self.local_push_pull(join));
         self.request_stream(
             now,

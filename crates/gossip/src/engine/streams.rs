@@ -108,7 +108,7 @@ impl Membership {
         }
     }
 
-    pub(super) fn fail_stream(&mut self, now: Instant, purpose: StreamPurpose, why: StreamFailure) {
+    fn fail_stream(&mut self, now: Instant, purpose: StreamPurpose, why: StreamFailure) {
         match purpose {
             StreamPurpose::PushPull { join, addr } => {
                 if why == StreamFailure::Refused {
@@ -132,7 +132,7 @@ impl Membership {
         }
     }
 
-    pub(super) fn seal_stream(&mut self, msg: &Message, dialer: bool) -> Vec<u8> {
+    fn seal_stream(&mut self, msg: &Message, dialer: bool) -> Vec<u8> {
         let mut out = Vec::new();
         stream::seal(&self.framing, msg, dialer, &mut self.rng, &mut out);
         out
