@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::config::Config;
-use crate::wire::{Framing, stream};
+use crate::wire::{Alive, Framing, Suspect, Transport, stream};
 use std::collections::HashSet;
 
 fn addr(i: usize) -> SocketAddr {
