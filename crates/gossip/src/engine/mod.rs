@@ -27,6 +27,7 @@ mod push_pull;
 mod state;
 mod streams;
 mod suspicion;
+mod timers;
 mod types;
 
 pub use members::{MemberState, WireIp};
@@ -41,7 +42,6 @@ use broadcast::BroadcastQueue;
 use core::time::Duration;
 use members::{Member, Members};
 use probe::{Probe, Relay};
-use push_pull::push_pull_scale;
 use rand::Rng;
 use rand_chacha::ChaCha12Rng;
 use rand_core::SeedableRng;
@@ -51,12 +51,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 use streams::StreamPurpose;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Deadline {
-    Suspicion { episode: u64 },
-    Relay { seq: u32 },
-}
+use timers::Deadline;
 
 /// The membership engine. See the [module docs](self) for the calling contract.
 pub struct Membership {
@@ -306,30 +301,6 @@ impl Membership {
         event
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.next_gossip.min(self.next_push_pull);
-        match &self.probe {
-            // `next_probe` stays in the past while a probe runs (it advances when the probe
-            // ends), so it only counts when no probe is in progress.
-            None => t = t.min(self.next_probe),
-            Some(p) => {
-                t = t.min(if p.indirect_sent {
-                    p.end
-                } else {
-                    p.ack_deadline
-                });
-            }
-        }
-        if let Some(Reverse((d, _))) = self.deadlines.peek() {
-            t = t.min(*d);
-        }
-        if let Some(d) = self.leave_deadline {
-            t = t.min(d);
-        }
-        Some(t)
-    }
-
     // ---- commands ------------------------------------------------------------------------
 
     /// Sets the payload our acks carry (Go's `PingDelegate.AckPayload`).
@@ -376,51 +347,6 @@ impl Membership {
         }
     }
 
-    /// Time has come (see [`poll_timeout`](Self::poll_timeout)).
-    pub fn handle_timeout(&mut self, now: Instant) {
-        if let Some(d) = self.leave_deadline
-            && now >= d
-        {
-            self.leave_deadline = None;
-            self.events.push_back(Event::LeaveComplete);
-        }
-        while let Some(Reverse((d, what))) = self.deadlines.peek().copied() {
-            if d > now {
-                break;
-            }
-            self.deadlines.pop();
-            match what {
-                Deadline::Suspicion { episode } => self.suspicion_expired(now, episode, d),
-                Deadline::Relay { seq } => self.relay_timer(now, seq),
-            }
-        }
-        if let Some(p) = &self.probe
-            && !p.indirect_sent
-            && now >= p.ack_deadline
-        {
-            self.probe_indirect(now);
-        }
-        if let Some(p) = &self.probe
-            && p.indirect_sent
-            && now >= p.end
-        {
-            self.probe_verdict(now);
-        }
-        if self.probe.is_none() && now >= self.next_probe {
-            self.start_probe(now);
-        }
-        if now >= self.next_gossip {
-            self.gossip(now);
-            self.next_gossip = advance(self.next_gossip, self.config.gossip_interval, now);
-        }
-        if now >= self.next_push_pull {
-            self.first_push_pull = None;
-            self.periodic_push_pull(now);
-            let interval = push_pull_scale(self.config.push_pull_interval, self.members.len());
-            self.next_push_pull = advance(self.next_push_pull, interval, now);
-        }
-    }
-
     // ---- message handling ----------------------------------------------------------------
 
     fn count_rejected(&mut self, e: DecodeError) {
@@ -450,25 +376,6 @@ impl Membership {
             _ => self.stats.ignored += 1,
         }
     }
-
-    // ---- probing -------------------------------------------------------------------------
-
-    // ---- state machine -------------------------------------------------------------------
-
-    // ---- gossip and sending --------------------------------------------------------------
-
-    // ---- push/pull -----------------------------------------------------------------------
-}
-
-/// The first tick of a `period`-spaced schedule that lies after `now`.
-fn advance(mut at: Instant, period: Duration, now: Instant) -> Instant {
-    if period.is_zero() {
-        return now + Duration::from_secs(365 * 24 * 3600);
-    }
-    while at <= now {
-        at += period;
-    }
-    at
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! evidence of absence, and answering and relaying other nodes' probes.
 
 use super::streams::StreamPurpose;
-use super::{Deadline, Event, MemberState, Membership, StreamId, advance};
+use super::timers::{Deadline, advance};
+use super::{Event, MemberState, Membership, StreamId};
 use crate::wire::{self, Ack, Dead, IndirectPing, Message, Nack, Ping, Suspect, Transport};
 use core::time::Duration;
 use std::cmp::Reverse;

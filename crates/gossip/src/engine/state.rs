@@ -5,7 +5,8 @@
 
 use super::members::Member;
 use super::suspicion::{self, Suspicion};
-use super::{Deadline, Event, MemberInfo, MemberState, Membership, WireIp};
+use super::timers::Deadline;
+use super::{Event, MemberInfo, MemberState, Membership, WireIp};
 use crate::config::ConfigError;
 use crate::wire::{self, Alive, Dead, Message, Suspect, Transport};
 use core::time::Duration;
