@@ -165,7 +165,9 @@ impl Membership {
         true
     }
 
-    /// `gossip`: whether news is queued for dissemination (not for static configuration).
+    /// An alive about anyone, ourselves included: from a datagram (`from` is its sender), a
+    /// push/pull, or static configuration. `gossip`: whether news is queued for dissemination
+    /// (not for static configuration).
     pub(super) fn on_alive(
         &mut self,
         now: Instant,
@@ -173,87 +175,24 @@ impl Membership {
         from: Option<SocketAddr>,
         gossip: bool,
     ) {
-        let Some(ip) = a.addr.as_deref().and_then(WireIp::from_wire) else {
-            self.stats.malformed += 1;
+        let Some((ip, vsn)) = self.alive_fields(a) else {
             return;
         };
-        if a.node.is_empty() {
-            self.stats.malformed += 1;
-            return;
-        }
-        let mut vsn = [0u8; 6];
-        if let Some(v) = &a.vsn {
-            if v.len() >= 3 && (v[0] == 0 || v[1] == 0 || v[0] > v[1]) {
-                self.stats.ignored += 1;
-                return;
-            }
-            let n = v.len().min(6);
-            vsn[..n].copy_from_slice(&v[..n]);
-        }
         if a.node == self.name() {
             self.on_alive_about_us(now, a, vsn);
             return;
         }
         let i = match self.members.find(&a.node) {
             Some(i) => i,
-            None => {
-                // New node: enters as dead at incarnation 0, then the rules below revive it.
-                let name = match &self.names {
-                    Some(cache) => cache.intern(&a.node),
-                    None => a.node.as_str().into(),
-                };
-                let m = Member {
-                    name,
-                    ip,
-                    port: a.port,
-                    meta: None,
-                    vsn,
-                    incarnation: 0,
-                    state: MemberState::Dead,
-                    state_change: self.members.stamp(now),
-                    suspicion: None,
-                };
-                self.members.insert(m, &mut self.rng)
-            }
+            None => self.admit_new(now, a, ip, vsn),
         };
         let m = &self.members.list[i];
         if m.ip != ip || m.port != a.port {
-            let reclaim = m.state == MemberState::Left
-                || (m.state == MemberState::Dead
-                    && !self.config.dead_node_reclaim_time.is_zero()
-                    && self.members.since_change(now, m) >= self.config.dead_node_reclaim_time);
-            if !reclaim {
-                let existing = MemberInfo::from(m);
-                let other_addr = SocketAddr::new(ip.ip(), a.port);
-                self.events.push_back(Event::Conflict {
-                    existing,
-                    other_addr,
-                });
+            if self.address_conflict(now, i, ip, a.port) {
                 return;
             }
         } else if a.incarnation <= m.incarnation {
-            let nudge_due = || {
-                self.nudged
-                    .get(&*m.name)
-                    .is_none_or(|&t| now.saturating_duration_since(t) >= self.config.probe_interval)
-            };
-            if m.state == MemberState::Dead && from.is_some() && nudge_due() {
-                // A node we hold dead speaks with an old incarnation: it restarted and does not
-                // know. Tell it directly so it refutes, instead of staying dead in our view
-                // forever (hashicorp/memberlist#311).
-                let nudge = Message::Suspect(Suspect {
-                    incarnation: m.incarnation,
-                    node: a.node.clone(),
-                    from: self.name().to_string(),
-                });
-                let to = m.addr();
-                if self.nudged.len() > 4096 {
-                    // Bounded: forget old nudges rather than grow without limit.
-                    self.nudged.clear();
-                }
-                self.nudged.insert(m.name.clone(), now);
-                self.send_msg(to, nudge.to_vec(Transport::Packet));
-            }
+            self.nudge_restarted(now, i, a, from);
             self.stats.ignored += 1;
             return;
         }
@@ -261,6 +200,116 @@ impl Membership {
         if known > 0 && !self.plausible(known, a.incarnation) {
             return;
         }
+        self.apply_alive(now, i, a, ip, vsn, gossip);
+    }
+
+    /// The advertised address and the protocol versions of an alive, or `None` (counted) when
+    /// it has no usable address, no name, or an impossible version range.
+    fn alive_fields(&mut self, a: &Alive) -> Option<(WireIp, [u8; 6])> {
+        let Some(ip) = a.addr.as_deref().and_then(WireIp::from_wire) else {
+            self.stats.malformed += 1;
+            return None;
+        };
+        if a.node.is_empty() {
+            self.stats.malformed += 1;
+            return None;
+        }
+        let mut vsn = [0u8; 6];
+        if let Some(v) = &a.vsn {
+            if v.len() >= 3 && (v[0] == 0 || v[1] == 0 || v[0] > v[1]) {
+                self.stats.ignored += 1;
+                return None;
+            }
+            let n = v.len().min(6);
+            vsn[..n].copy_from_slice(&v[..n]);
+        }
+        Some((ip, vsn))
+    }
+
+    /// A node we never heard of: enters the table as dead at incarnation 0, so that the rules
+    /// that follow revive it like any dead member (a join event, its alive gossiped on).
+    /// Returns its index.
+    fn admit_new(&mut self, now: Instant, a: &Alive, ip: WireIp, vsn: [u8; 6]) -> usize {
+        let name = match &self.names {
+            Some(cache) => cache.intern(&a.node),
+            None => a.node.as_str().into(),
+        };
+        let m = Member {
+            name,
+            ip,
+            port: a.port,
+            meta: None,
+            vsn,
+            incarnation: 0,
+            state: MemberState::Dead,
+            state_change: self.members.stamp(now),
+            suspicion: None,
+        };
+        self.members.insert(m, &mut self.rng)
+    }
+
+    /// An alive gives member `i`'s name another address. The newcomer may take the name over
+    /// only from a member that left, or one dead for at least `dead_node_reclaim_time` (when
+    /// set); otherwise it is refused and reported as [`Event::Conflict`]. Whether it was
+    /// refused.
+    fn address_conflict(&mut self, now: Instant, i: usize, ip: WireIp, port: u16) -> bool {
+        let m = &self.members.list[i];
+        let reclaim = m.state == MemberState::Left
+            || (m.state == MemberState::Dead
+                && !self.config.dead_node_reclaim_time.is_zero()
+                && self.members.since_change(now, m) >= self.config.dead_node_reclaim_time);
+        if reclaim {
+            return false;
+        }
+        let existing = MemberInfo::from(m);
+        let other_addr = SocketAddr::new(ip.ip(), port);
+        self.events.push_back(Event::Conflict {
+            existing,
+            other_addr,
+        });
+        true
+    }
+
+    /// Member `i`, which we hold dead, spoke (`from` is set) with an incarnation no newer than
+    /// the one we declared dead: it restarted and does not know. Tell it directly so it
+    /// refutes, instead of staying dead in our view forever (hashicorp/memberlist#311); at
+    /// most once per probe interval per member.
+    fn nudge_restarted(&mut self, now: Instant, i: usize, a: &Alive, from: Option<SocketAddr>) {
+        let m = &self.members.list[i];
+        let nudge_due = || {
+            self.nudged
+                .get(&*m.name)
+                .is_none_or(|&t| now.saturating_duration_since(t) >= self.config.probe_interval)
+        };
+        if m.state == MemberState::Dead && from.is_some() && nudge_due() {
+            let nudge = Message::Suspect(Suspect {
+                incarnation: m.incarnation,
+                node: a.node.clone(),
+                from: self.name().to_string(),
+            });
+            let to = m.addr();
+            if self.nudged.len() > 4096 {
+                // Bounded: forget old nudges rather than grow without limit.
+                self.nudged.clear();
+            }
+            self.nudged.insert(m.name.clone(), now);
+            self.send_msg(to, nudge.to_vec(Transport::Packet));
+        }
+    }
+
+    /// Member `i` takes the alive: its incarnation, address, metadata and versions, any
+    /// suspicion cleared, the alive queued for gossip (or, from static configuration, whatever
+    /// was queued about it dropped), and the event its previous state calls for: a join from
+    /// dead or left, a refutation from suspect, an update when the metadata changed.
+    fn apply_alive(
+        &mut self,
+        now: Instant,
+        i: usize,
+        a: &Alive,
+        ip: WireIp,
+        vsn: [u8; 6],
+        gossip: bool,
+    ) {
         // Go compares metadata with bytes.Equal, where nil and empty are the same; keeping
         // empty as None also spares an allocation per member.
         let meta: Option<Arc<[u8]>> = a.meta.as_deref().filter(|m| !m.is_empty()).map(Into::into);
