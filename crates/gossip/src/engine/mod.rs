@@ -18,6 +18,15 @@
 //!
 //! `now` must never go backwards between calls. Bad input from the network is counted in
 //! [`Stats`] and dropped; no input method returns an error for it.
+//!
+//! # Where things are
+//!
+//! One job per file, each with one `impl Membership` block: this file holds the struct, the
+//! constructor, the getters, the output queues, the keyring and delegate setters and the
+//! datagram dispatch; `types` the values that cross the boundary; `probe` failure detection;
+//! `state` the alive / suspect / dead rules; `dissemination` gossip and sending; `push_pull`
+//! joins and anti-entropy; `streams` TCP exchanges; `timers` the clock. `members`,
+//! `suspicion` and `broadcast` are the data structures they share.
 
 mod broadcast;
 mod dissemination;

@@ -2,12 +2,15 @@
 //! the connections we ask the driver to make, with what each one was for and what its
 //! failure means.
 
-use super::{Event, IncomingStream, StreamProgress};
-use super::{Membership, StreamFailure, StreamId, StreamRequest};
+use super::{
+    Event, IncomingStream, Membership, StreamFailure, StreamId, StreamProgress, StreamRequest,
+};
 use crate::wire::{Ack, Message, stream};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+/// What an outgoing stream is for, so that its reply or its failure reaches the job that
+/// asked for it (a one-way stream expects no reply and is not remembered).
 #[derive(Debug)]
 pub(super) enum StreamPurpose {
     PushPull { join: bool, addr: SocketAddr },

@@ -2,13 +2,14 @@
 //! and verdict, the heap of suspicion and relay deadlines, and what
 //! [`handle_timeout`](Membership::handle_timeout) runs when each comes due.
 
-use super::Event;
-use super::Membership;
 use super::push_pull::push_pull_scale;
+use super::{Event, Membership};
 use core::time::Duration;
 use std::cmp::Reverse;
 use std::time::Instant;
 
+/// An entry of the deadline heap. Entries are never removed early: a stale one (a suspicion
+/// refuted or re-timed, a relay answered) is recognised and skipped when it comes due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Deadline {
     Suspicion { episode: u64 },
