@@ -338,7 +338,7 @@ impl Membership {
         match old_state {
             MemberState::Dead | MemberState::Left => self.events.push_back(Event::Join(info)),
             MemberState::Suspect => {
-                self.events.push_back(Event::Alive(info.clone()));
+                self.events.push_back(Event::Refuted(info.clone()));
                 if meta_changed {
                     self.events.push_back(Event::Update(info));
                 }

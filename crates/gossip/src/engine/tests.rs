@@ -260,7 +260,12 @@ fn a_false_accusation_is_refuted() {
         );
         assert_eq!(net.count(i, is_dead("node-1")), 0);
     }
-    assert!(net.count(2, |e| matches!(e, Event::Alive(m) if &*m.name == "node-1")) == 1);
+    assert!(
+        net.count(
+            2,
+            |e| matches!(e, Event::Refuted(m) if &*m.name == "node-1")
+        ) == 1
+    );
 }
 
 #[test]

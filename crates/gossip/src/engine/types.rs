@@ -154,8 +154,8 @@ pub enum Event {
         /// Its accuser.
         from: Arc<str>,
     },
-    /// A suspect member refuted the suspicion.
-    Alive(MemberInfo),
+    /// A member we held suspect refuted the suspicion (a newer alive arrived for it).
+    Refuted(MemberInfo),
     /// A member was declared dead.
     Dead(MemberInfo),
     /// A member left gracefully.
