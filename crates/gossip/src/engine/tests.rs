@@ -1033,3 +1033,17 @@ fn without_strong_evidence_a_refusal_is_only_a_failed_probe() {
     }
     assert!((0..4).any(|i| net.count(i, is_suspect("node-4")) > 0));
 }
+
+#[test]
+fn member_state_names_are_the_ones_status_pages_print() {
+    let states = [
+        MemberState::Alive,
+        MemberState::Suspect,
+        MemberState::Dead,
+        MemberState::Left,
+    ];
+    assert_eq!(
+        states.map(MemberState::name),
+        ["alive", "suspect", "dead", "left"]
+    );
+}
