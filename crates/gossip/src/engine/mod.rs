@@ -84,7 +84,7 @@ pub struct Membership {
     first_push_pull: Option<(Instant, f64)>,
 
     relays: HashMap<u32, Relay>,
-    /// When we last told a node we hold dead that it is dead (see `on_alive`).
+    /// When we last told a node we hold dead that it is dead (see `nudge_restarted`).
     nudged: HashMap<Arc<str>, Instant>,
     deadlines: BinaryHeap<Reverse<(Instant, Deadline)>>,
     suspect_episodes: HashMap<u64, Arc<str>>,

@@ -51,6 +51,8 @@ impl Membership {
     /// It never declares anyone dead by itself: an ICMP error only quotes addresses and ports,
     /// which anyone can forge, and a refused connection we did not make for a probe proves
     /// nothing about that probe.
+    ///
+    /// [`Config::use_strong_evidence`]: crate::Config::use_strong_evidence
     pub fn handle_unreachable(&mut self, now: Instant, addr: SocketAddr) {
         if !self.config.use_strong_evidence {
             return;
@@ -349,6 +351,8 @@ impl Membership {
     /// once and gossiped at once; see [`Config::use_strong_evidence`] for why no suspicion
     /// period. A dead verdict is refuted like a suspicion: the member, if it lives after all,
     /// or its restarted process, announces a higher incarnation and is taken back.
+    ///
+    /// [`Config::use_strong_evidence`]: crate::Config::use_strong_evidence
     pub(super) fn probe_absent(&mut self, now: Instant) {
         let Some(p) = self.probe.take() else { return };
         if let Some(id) = p.tcp {
