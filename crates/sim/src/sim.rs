@@ -1091,7 +1091,7 @@ impl Sim {
             Event::Join(m) => (1, Some(m)),
             Event::Update(m) => (2, Some(m)),
             Event::Suspect { member, .. } => (3, Some(member)),
-            Event::Alive(m) => (4, Some(m)),
+            Event::Refuted(m) => (4, Some(m)),
             Event::Dead(m) => (5, Some(m)),
             Event::Left(m) => (6, Some(m)),
             Event::LeaveComplete => (7, None),
@@ -1123,7 +1123,7 @@ impl Sim {
             (Event::Suspect { .. }, Some(t)) if self.healthy_for(by, t) => {
                 self.metrics.false_suspicions += 1;
             }
-            (Event::Alive(_), _) => self.metrics.refutations_seen += 1,
+            (Event::Refuted(_), _) => self.metrics.refutations_seen += 1,
             (Event::Join(_), _) => self.metrics.joins_seen += 1,
             (Event::LeaveComplete, _) => return self.nodes[by].status == NodeStatus::Leaving,
             _ => {}

@@ -363,7 +363,7 @@ fn print_event(ev: Event, counters: &AgentCounters) {
             v["from"] = Value::String(from.to_string());
             emit("suspect", v);
         }
-        E::Alive(m) => {
+        E::Refuted(m) => {
             counters.suspects_refuted.fetch_add(1, Ordering::Relaxed);
             emit("alive", member_json(&m));
         }

@@ -302,7 +302,7 @@ impl Daemon {
                 warn!(event = "member_suspect", member = %member.name, accuser = %from, "member suspected (still a candidate)");
                 "suspect"
             }
-            Event::Gossip(G::Alive(m)) => {
+            Event::Gossip(G::Refuted(m)) => {
                 info!(event = "member_refuted", member = %m.name, "suspected member answered");
                 "alive"
             }
