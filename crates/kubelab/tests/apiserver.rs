@@ -213,6 +213,19 @@ roleRef:
     );
     // A Role is namespaced: elsewhere the user is still denied.
     assert!(forbidden(&speaker, "default"));
+
+    // The same user through a kubeconfig file, as a Go program on a lab host would use it.
+    let path = lab.cp().write_token_kubeconfig("speaker", token).unwrap();
+    let from_file = lab.cp().block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .unwrap();
+        Client::try_from(config).unwrap()
+    });
+    assert!(!forbidden(&from_file, "metallb-system"));
+    assert!(forbidden(&from_file, "default"));
 }
 
 #[test]
