@@ -19,13 +19,16 @@
 //! whose threads joined the control plane's namespace. Processes are stopped by PID when
 //! their guard drops, also when a test panics.
 
+mod arp;
 mod binary;
 mod control_plane;
 mod error;
 mod fixtures;
 mod manifests;
+pub mod metallb;
 mod runtime;
 
+pub use arp::{ArpAnswer, arp_ask};
 pub use binary::{TESTENV_BIN, testenv_binary};
 pub use control_plane::{ControlPlane, ControlPlaneConfig, StaticToken};
 pub use error::Error;
@@ -36,6 +39,7 @@ pub use fixtures::{
 pub use manifests::{
     FIELD_MANAGER, apply_crds, apply_yaml, apply_yaml_file, documents, wait_crd_established,
 };
+pub use metallb::{MetalLbBinaries, MetalLbSpeaker, metallb_binaries};
 pub use runtime::LabRuntime;
 
 use vigil_netlab::Bridge;
