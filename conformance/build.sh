@@ -201,7 +201,9 @@ build_gopeer() {
             local unformatted
             unformatted="$("${GO%/go}/gofmt" -l "$shims" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
             [ -z "$unformatted" ] || die "$name: not gofmt-formatted: $unformatted"
-            "$GO" vet ./cmd/vigil-conformance ./cmd/vigil-gopeer >&2 || die "$name: go vet failed"
+            # The package as a whole too (upstream files included), since our wrappers live in it.
+            "$GO" vet ./cmd/vigil-conformance ./cmd/vigil-gopeer github.com/hashicorp/memberlist >&2 ||
+                die "$name: go vet failed"
         fi
         timed "$name: vigil-conformance-$version (Go $("$GO" env GOVERSION), memberlist $version)" \
             "$GO" build -trimpath -o "$conf_bin" ./cmd/vigil-conformance >&2
