@@ -11,7 +11,7 @@
 //!   peers.
 //! - [`election`]: MetalLB's per-Service ordering over the gossip members.
 //! - [`addr`], [`selector`]: Go's address and Kubernetes' label-selector rules.
-//! - `secret`, `excludel2`, `memberlist_file`, `settings`: the speaker's key file,
+//! - [`secret`], [`excludel2`], [`memberlist_file`], [`settings`]: the speaker's key file,
 //!   interface exclusion list, memberlist tuning file, and command line / environment.
 #![forbid(unsafe_code)]
 
@@ -19,7 +19,12 @@ pub mod addr;
 pub mod config;
 pub mod crd;
 pub mod election;
+pub mod excludel2;
+mod go_duration;
+pub mod memberlist_file;
+pub mod secret;
 pub mod selector;
+pub mod settings;
 pub mod state;
 pub mod translate;
 
