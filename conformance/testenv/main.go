@@ -54,7 +54,10 @@ func parseOptions() (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the data directory on exit (a later start reuses it)")
 	fs.StringVar(&o.tokenFile, "token-auth-file", "", "static token file (CSV: token,user,uid,\"group1,group2\") handed to kube-apiserver")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "give up when /readyz is not ok within this time")
-	fs.StringVar(&o.serviceRange, "service-cluster-ip-range", "10.0.0.0/24", "ClusterIP range for Services")
+	// Dual-stack by default, so tests can make IPv6 and dual-stack Services; the IPv6 range is
+	// documentation space like every address in vigil's labs (ClusterIPs are only allocated
+	// here, never routed: no kube-proxy runs).
+	fs.StringVar(&o.serviceRange, "service-cluster-ip-range", "10.0.0.0/24,2001:db8:ffff::/112", "ClusterIP ranges for Services (one, or IPv4,IPv6)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return o, err
 	}

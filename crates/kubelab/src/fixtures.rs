@@ -280,6 +280,13 @@ impl TestService {
         self
     }
 
+    /// Asks for both IP families (`ipFamilyPolicy: RequireDualStack`); vigil-testenv's service
+    /// ranges are dual-stack.
+    pub fn dual_stack(mut self) -> Self {
+        self.ip_family_policy = Some("RequireDualStack".to_string());
+        self
+    }
+
     /// Sets `spec.externalTrafficPolicy` ("Local" or "Cluster").
     pub fn external_traffic_policy(mut self, policy: &str) -> Self {
         self.external_traffic_policy = Some(policy.to_string());

@@ -303,6 +303,26 @@ fn helpers_write_nodes_pods_services_slices_and_crds() {
     let cluster_ip = svc.spec.unwrap().cluster_ip.unwrap();
     assert!(cluster_ip.starts_with("10.0.0."), "{cluster_ip}");
 
+    // A dual-stack Service gets a ClusterIP of each family.
+    let dual = cp
+        .block_on(create_service(
+            &client,
+            &TestService::load_balancer("kl-h", "web-dual").dual_stack(),
+        ))
+        .unwrap();
+    let cluster_ips = dual.spec.unwrap().cluster_ips.unwrap();
+    assert_eq!(cluster_ips.len(), 2, "{cluster_ips:?}");
+    assert!(
+        cluster_ips[1].starts_with("2001:db8:ffff::"),
+        "{cluster_ips:?}"
+    );
+    let slice6 = TestSlice::for_service("kl-h", "web-dual")
+        .endpoint(TestEndpoint::ready(ip("2001:db8:244::5"), "n1"));
+    let stored6 = cp
+        .block_on(create_endpoint_slice(&client, &slice6))
+        .unwrap();
+    assert_eq!(stored6.address_type, "IPv6");
+
     // EndpointSlice: accepted with a pod address, refused with a loopback one.
     let slice =
         TestSlice::for_service("kl-h", "web").endpoint(TestEndpoint::ready(ip("10.244.1.5"), "n1"));
