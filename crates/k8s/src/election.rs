@@ -40,3 +40,35 @@ pub fn owner<'a>(
     }
     candidates(service, members).into_iter().next()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::{Interfaces, Nobody};
+
+    fn svc(ip: &str, eligible: &[&str], prefs: &[(&str, i64)]) -> Announceable {
+        Announceable {
+            id: "default/web".into(),
+            vips: vec![ip.parse().unwrap()],
+            pool: "lan".into(),
+            eligible_nodes: eligible.iter().map(|s| s.to_string()).collect(),
+            preferences: prefs.iter().map(|(n, w)| (n.to_string(), *w)).collect(),
+            interfaces: Interfaces::All,
+            nobody: None,
+        }
+    }
+
+    // Hash orders from Python hashlib: sha256(node#ip) ascending.
+    #[test]
+    fn hash_order_then_preferences() {
+        let s = svc("198.18.0.11", &["a", "b", "c"], &[]);
+        assert_eq!(candidates(&s, ["a", "b", "c", "b"]), ["c", "b", "a"]);
+        let s = svc("198.18.0.11", &["a", "b", "c"], &[("a", 5), ("b", 5)]);
+        assert_eq!(candidates(&s, ["a", "b", "c"]), ["b", "a", "c"]);
+        assert_eq!(owner(&s, ["c"]), Some("c".into()));
+        assert_eq!(owner(&s, ["x"]), None);
+        let mut s = svc("198.18.0.11", &["a"], &[]);
+        s.nobody = Some(Nobody::NoServableEndpoint);
+        assert_eq!(owner(&s, ["a"]), None);
+    }
+}

@@ -173,3 +173,110 @@ fn failing(message: String) -> ReconcilerCondition {
         message,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::IPAddressPool;
+
+    fn pool(name: &str, cidr: &str) -> IPAddressPool {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}, "spec": {"addresses": [cidr]}
+        }))
+        .unwrap()
+    }
+
+    fn parse(pools: &[IPAddressPool]) -> Result<Config, ConfigError> {
+        Config::parse(pools, &[], &[])
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn unknown_until_first_reconcile_then_valid() {
+        let mut t = ConfigTracker::new();
+        assert_eq!(t.status(now()).result.as_deref(), Some("Unknown"));
+        assert!(t.config().is_none() && !t.loaded());
+        let good = [pool("lan", "198.18.0.0/24")];
+        assert_eq!(t.reconcile(parse(&good), &BTreeMap::new()), Reload::Applied);
+        let st = t.status(now());
+        assert_eq!(st.result.as_deref(), Some("Valid"));
+        assert_eq!(st.error_summary, None);
+        let c = &st.conditions.unwrap()[0];
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            (CONDITION_TYPE, "True", REASON_RECONCILED)
+        );
+        assert!(t.loaded() && !t.stale());
+        assert_eq!(
+            t.reconcile(parse(&good), &BTreeMap::new()),
+            Reload::Unchanged
+        );
+    }
+
+    #[test]
+    fn invalid_keeps_the_last_good_config_and_reverting_leaves_stale_set() {
+        let mut t = ConfigTracker::new();
+        let good = [pool("lan", "198.18.0.0/24")];
+        t.reconcile(parse(&good), &BTreeMap::new());
+        let bad = [pool("lan", "198.18.0.0/24"), pool("x", "nonsense")];
+        assert!(matches!(
+            t.reconcile(parse(&bad), &BTreeMap::new()),
+            Reload::Invalid(_)
+        ));
+        assert!(t.stale());
+        assert_eq!(t.config(), parse(&good).ok().as_ref());
+        let st = t.status(now());
+        assert_eq!(st.result.as_deref(), Some("Invalid"));
+        assert_eq!(
+            st.error_summary.as_deref(),
+            Some(
+                r#"configuration error: parsing address pool x: invalid CIDR "nonsense" in pool "x": invalid CIDR "nonsense""#
+            )
+        );
+        // MetalLB quirk: going back to the configuration in force is "unchanged": reported
+        // valid, but config_stale stays set until a configuration is applied.
+        assert_eq!(
+            t.reconcile(parse(&good), &BTreeMap::new()),
+            Reload::Unchanged
+        );
+        assert_eq!(t.status(now()).result.as_deref(), Some("Valid"));
+        assert!(t.stale());
+    }
+
+    #[test]
+    fn refusal_is_retried_and_clears_once_the_ip_is_gone() {
+        let mut t = ConfigTracker::new();
+        let both = [pool("lan", "198.18.0.0/24"), pool("dmz", "198.18.1.0/24")];
+        t.reconcile(parse(&both), &BTreeMap::new());
+        let announced: BTreeMap<String, Vec<IpAddr>> = [(
+            "default/api".to_string(),
+            vec!["198.18.1.10".parse().unwrap()],
+        )]
+        .into();
+        let lan_only = [pool("lan", "198.18.0.0/24")];
+        assert_eq!(
+            t.reconcile(parse(&lan_only), &announced),
+            Reload::Refused(vec!["default/api".into()])
+        );
+        assert_eq!(
+            t.status(now()).error_summary.as_deref(),
+            Some(REFUSED_MESSAGE)
+        );
+        assert!(t.stale());
+        // The same configuration is tried again (not "unchanged") and refused again...
+        assert!(matches!(
+            t.reconcile(parse(&lan_only), &announced),
+            Reload::Refused(_)
+        ));
+        // ...until the service no longer holds the IP.
+        assert_eq!(
+            t.reconcile(parse(&lan_only), &BTreeMap::new()),
+            Reload::Applied
+        );
+        assert!(!t.stale());
+        assert_eq!(t.config().unwrap().pools.len(), 1);
+    }
+}

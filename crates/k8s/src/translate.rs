@@ -403,3 +403,31 @@ fn peers(cluster: &Cluster<'_>, nodes: &BTreeMap<&str, &Node>, opts: &Options) -
     }
     out.into_values().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_can_serve_truth_table() {
+        let c = |ready, serving, terminating| EndpointConditions {
+            ready,
+            serving,
+            terminating,
+        };
+        assert!(can_serve(None));
+        assert!(can_serve(Some(&c(None, None, None))));
+        assert!(can_serve(Some(&c(Some(true), Some(false), None))));
+        assert!(can_serve(Some(&c(Some(false), Some(true), Some(true)))));
+        assert!(!can_serve(Some(&c(Some(false), None, None))));
+        assert!(!can_serve(Some(&c(Some(false), Some(false), Some(true)))));
+    }
+
+    #[test]
+    fn interfaces_usable_as_match_interfaces() {
+        assert!(Interfaces::All.usable_on([]));
+        let only = Interfaces::Only(["eth1".to_string()].into());
+        assert!(only.usable_on(["eth0", "eth1"]));
+        assert!(!only.usable_on(["eth0"]));
+    }
+}
