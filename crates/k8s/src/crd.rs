@@ -292,6 +292,15 @@ mod tests {
         assert_eq!(state.status.unwrap().result.as_deref(), Some("Invalid"));
     }
 
+    /// Typed API handles work with the hand-written roots (compile-time check).
+    #[allow(dead_code)]
+    fn typed_apis(client: kube::Client) {
+        let _: kube::Api<IPAddressPool> = kube::Api::namespaced(client.clone(), "metallb-system");
+        let _: kube::Api<L2Advertisement> = kube::Api::namespaced(client.clone(), "metallb-system");
+        let _: kube::Api<ServiceL2Status> = kube::Api::namespaced(client.clone(), "metallb-system");
+        let _: kube::Api<ConfigurationState> = kube::Api::namespaced(client, "metallb-system");
+    }
+
     #[test]
     fn resource_paths_are_metallbs() {
         assert_eq!(

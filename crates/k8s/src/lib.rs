@@ -7,6 +7,7 @@
 //!   ConfigurationState.
 //! - [`config`]: pools and advertisements parsed and validated as MetalLB's speaker does.
 //! - [`state`]: last-good-configuration handling and the ConfigurationState result.
+//! - [`status`]: the ServiceL2Status and ConfigurationState objects a speaker writes.
 //! - [`translate`]: cached objects + configuration → per-Service eligible nodes, interfaces,
 //!   peers.
 //! - [`election`]: MetalLB's per-Service ordering over the gossip members.
@@ -26,6 +27,7 @@ pub mod secret;
 pub mod selector;
 pub mod settings;
 pub mod state;
+pub mod status;
 pub mod translate;
 
 pub use config::{Config, ConfigError};
