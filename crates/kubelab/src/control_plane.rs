@@ -271,6 +271,13 @@ impl ControlPlane {
         status
     }
 
+    /// Kills the API server and its etcd at once (SIGKILL), as a crash or a lost host would:
+    /// no graceful shutdown, connections reset. [`Self::start_again`] recovers from the same
+    /// data (etcd replays its log).
+    pub fn crash(&mut self) {
+        self.kill();
+    }
+
     /// Stops the API server (SIGTERM) and starts it again over the same data.
     pub fn restart(&mut self) -> Result<Option<ExitStatus>, Error> {
         let status = self.stop();

@@ -126,6 +126,14 @@ fn watch_sees_creates_and_deletes_across_an_api_server_restart() {
         .unwrap();
     expect_event(&events, "delete after-restart");
 
+    // SIGKILL: no graceful shutdown; etcd recovers its data and the same stream goes on.
+    lab.cp_mut().crash();
+    lab.cp_mut().start_again().unwrap();
+    lab.cp()
+        .block_on(cms.create(&pp, &config_map("after-crash")))
+        .unwrap();
+    expect_event(&events, "apply after-crash");
+
     // SIGSTOP: the server holds its connections but answers nothing; SIGCONT: it answers.
     lab.cp_mut().pause();
     let frozen = lab
