@@ -17,7 +17,7 @@
 #   --check                          also gofmt and go vet our Go code
 #
 # Targets: conformance (vigil-conformance, vigil-gopeer on 0.2.2), gopeer-0.5.1, gopeer-0.7.0,
-# testenv, metallb.
+# testenv, metallb, metallb-alloc (MetalLB's allocator behind a probe).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +32,7 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
-all_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 testenv metallb)
+all_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 testenv metallb metallb-alloc)
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
 die() {
@@ -324,6 +324,37 @@ build_metallb() {
     )
 }
 
+# --- metallb-alloc: MetalLB's own allocator behind a JSON probe ------------------------------
+#
+# metallb-alloc-probe (conformance/metallb-alloc) runs go.universe.tf/metallb's
+# internal/allocator for crates/lb/tests/pool_metallb.rs. Its module path lies under
+# go.universe.tf/metallb/ so Go allows the internal imports; it reuses the metallb target's
+# frr-k8s copy (same requirements as conformance/metallb).
+build_metallb_alloc() {
+    local modsrc="$here/metallb-alloc" out="$bindir/metallb-alloc-probe"
+    [ -f "$build/modules/frr-k8s/go.mod" ] || build_metallb
+    module_env
+    if [ "$check" = 0 ] && up_to_date "$out" "$here/build.sh" "$modsrc"; then
+        say "metallb-alloc: up to date"
+        return 0
+    fi
+    (
+        cd "$modsrc"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ]; then
+            timed "metallb-alloc: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+        fi
+        export GOFLAGS=-mod=readonly CGO_ENABLED=0
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l "$modsrc")"
+            [ -z "$unformatted" ] || die "metallb-alloc: not gofmt-formatted: $unformatted"
+            timed "metallb-alloc: go vet" "$GO" vet . >&2
+        fi
+        timed "metallb-alloc: metallb-alloc-probe (Go $("$GO" env GOVERSION))" \
+            "$GO" build -trimpath -ldflags="-s -w" -o "$out" . >&2
+    )
+}
+
 mkdir -p "$bindir"
 for t in "${targets[@]}"; do
     case "$t" in
@@ -332,6 +363,7 @@ for t in "${targets[@]}"; do
         gopeer-0.7.0) build_gopeer 0.7.0 ;;
         testenv) build_testenv ;;
         metallb) build_metallb ;;
+        metallb-alloc) build_metallb_alloc ;;
         *) die "unknown target '$t' (known: ${all_targets[*]})" ;;
     esac
 done
