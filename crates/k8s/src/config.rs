@@ -505,3 +505,124 @@ fn go_value(ls: &LabelSelector, sorted: bool) -> String {
         .collect();
     format!("{{map[{}] [{}]}}", labels.join(" "), exprs.join(" "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_docs(yaml: &str) -> Result<Config, ConfigError> {
+        let (mut pools, mut ads) = (Vec::new(), Vec::new());
+        for doc in serde_norway::Deserializer::from_str(yaml) {
+            let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+            match v["kind"].as_str() {
+                Some("IPAddressPool") => pools.push(serde_json::from_value(v).unwrap()),
+                Some("L2Advertisement") => ads.push(serde_json::from_value(v).unwrap()),
+                _ => panic!("unexpected {v}"),
+            }
+        }
+        Config::parse(&pools, &ads, &[])
+    }
+
+    fn pool(addresses: &str) -> String {
+        format!("{{kind: IPAddressPool, metadata: {{name: p}}, spec: {{addresses: {addresses}}}}}")
+    }
+
+    fn message(yaml: &str) -> String {
+        format!(
+            "configuration error: {}",
+            parse_docs(yaml).unwrap_err().metallb_message()
+        )
+    }
+
+    // Each expected text is what MetalLB v0.16.2's own internal/config.For printed for the same
+    // objects (a throw-away Go program built against the module, run once; not kept).
+    #[test]
+    fn messages_match_metallb() {
+        let ad = |spec: &str| {
+            format!(
+                "{}\n---\n{{kind: L2Advertisement, metadata: {{name: ad}}, spec: {spec}}}",
+                pool("[198.18.0.0/24]")
+            )
+        };
+        for (yaml, want) in [
+            (
+                pool(r#"["198.18.0.0/24", "198.18.0.128/25"]"#),
+                r#"configuration error: CIDR "198.18.0.128/25" in pool "p" overlaps with already defined CIDR "198.18.0.0/24""#,
+            ),
+            (pool("[]"), "configuration error: parsing address pool p: pool has no prefixes defined"),
+            (
+                pool(r#"["198.18.0.1-2001:db8::1"]"#),
+                r#"configuration error: parsing address pool p: invalid CIDR "198.18.0.1-2001:db8::1" in pool "p": invalid IP range "198.18.0.1-2001:db8::1": start and end IPs must be the same family"#,
+            ),
+            (
+                pool(r#"["198.018.0.0/24"]"#),
+                r#"configuration error: parsing address pool p: invalid CIDR "198.018.0.0/24" in pool "p": invalid CIDR "198.018.0.0/24""#,
+            ),
+            (
+                "{kind: IPAddressPool, metadata: {name: p}, spec: {addresses: [198.18.0.0/24], serviceAllocation: {namespaces: [a, a]}}}".to_string(),
+                "configuration error: parsing address pool p: duplicate definition in namespaces field",
+            ),
+            (ad("{ipAddressPools: [p, p]}"), r#"configuration error: duplicate definition of ipAddressPools "p""#),
+            (
+                ad("{serviceSelectors: [{matchExpressions: [{key: app, operator: Bad}]}]}"),
+                "configuration error: invalid service selector {map[] [{app Bad []}]}: \"Bad\" is not a valid label selector operator\nfailed to parse service selector for ad",
+            ),
+            (
+                ad("{ipAddressPoolSelectors: [{matchExpressions: [{key: app, operator: Nope}]}]}"),
+                "configuration error: \"Nope\" is not a valid label selector operator\ninvalid label selector {map[] [{app Nope []}]}",
+            ),
+            (
+                ad("{preferredNodeSelectors: [{weight: 3, preference: {matchExpressions: [{key: app, operator: Nope, values: [b, a]}]}}]}"),
+                "configuration error: \"Nope\" is not a valid label selector operator\ninvalid preferred node selector {map[] [{app Nope [b a]}]}\nfailed to parse preferred node selectors for ad",
+            ),
+        ] {
+            assert_eq!(message(&yaml), want, "{yaml}");
+        }
+    }
+
+    #[test]
+    fn addresses_summarise_as_metallb() {
+        let cfg = parse_docs(&pool(
+            r#"[" 198.18.0.1 - 198.18.0.10 ", "::ffff:198.18.1.0/120", "198.18.2.7/032"]"#,
+        ))
+        .unwrap();
+        let cidrs: Vec<String> = cfg.pools["p"]
+            .cidrs
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            cidrs,
+            [
+                "198.18.0.1/32",
+                "198.18.0.2/31",
+                "198.18.0.4/30",
+                "198.18.0.8/31",
+                "198.18.0.10/32",
+                "198.18.1.0/24",
+                "198.18.2.7/32"
+            ]
+        );
+    }
+
+    #[test]
+    fn typed_errors_name_object_and_field() {
+        let e = parse_docs(&format!(
+            "{}\n---\n{{kind: L2Advertisement, metadata: {{name: ad}}, spec: {{nodeSelectors: [{{}}, {{}}]}}}}",
+            pool("[198.18.0.0/24]")
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::Advertisement { ad, field: "nodeSelectors", .. } if ad == "ad"),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().starts_with(
+                "L2Advertisement \"ad\" spec.nodeSelectors: duplicate definition of nodeSelectors"
+            ),
+            "{e}"
+        );
+        let e = parse_docs(&pool("[bad]")).unwrap_err();
+        assert!(matches!(&e, ConfigError::Pool { pool, .. } if pool == "p"));
+    }
+}
