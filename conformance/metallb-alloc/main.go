@@ -26,11 +26,13 @@ type port struct {
 }
 
 // op is one step: "alloc" clears the service and allocates as the controller's allocateIPs
-// does after convergeBalancer cleared it; "release" unassigns it.
+// does after convergeBalancer cleared it; "assign" calls Assign with the IPs as they are;
+// "release" unassigns the service; "setpools" replaces the pools (SetPools).
 type op struct {
-	Op      string      `json:"op"`
-	Key     string      `json:"key"`
-	Service *v1.Service `json:"service,omitempty"`
+	Op        string                   `json:"op"`
+	Resources *config.ClusterResources `json:"resources,omitempty"`
+	Key       string                   `json:"key"`
+	Service   *v1.Service              `json:"service,omitempty"`
 	// Family of the service's cluster IPs: ipv4, ipv6 or dual.
 	Family  string   `json:"family,omitempty"`
 	Pool    string   `json:"pool,omitempty"`
@@ -91,6 +93,25 @@ func run(s *scenario) output {
 		switch o.Op {
 		case "release":
 			a.Unassign(o.Key)
+		case "setpools":
+			next, err := config.For(*o.Resources, config.DontValidate, config.ForOptions{})
+			if err != nil {
+				return output{ConfigErr: err.Error()}
+			}
+			cfg = next
+			a.SetPools(cfg.Pools)
+		case "assign":
+			ips, err := parseIPs(o.IPs)
+			if err == nil {
+				err = a.Assign(o.Key, o.Service, ips, ports(&o), o.Sharing, o.Backend)
+			}
+			if err != nil {
+				r.Err = err.Error()
+			}
+			for _, ip := range a.IPs(o.Key) {
+				r.IPs = append(r.IPs, ip.String())
+			}
+			r.Pool = a.Pool(o.Key)
 		case "alloc":
 			a.Unassign(o.Key)
 			ips, err := allocate(a, &o)
@@ -120,18 +141,11 @@ func allocate(a *allocator.Allocator, o *op) ([]net.IP, error) {
 	if o.Family == "dual" {
 		family = ipfamily.DualStack
 	}
-	var ports []allocator.Port
-	for _, p := range o.Ports {
-		ports = append(ports, allocator.Port{Proto: p.Protocol, Port: p.Port})
-	}
+	ports := ports(o)
 	if len(o.IPs) > 0 {
-		var ips []net.IP
-		for _, s := range o.IPs {
-			ip := net.ParseIP(s)
-			if ip == nil {
-				return nil, fmt.Errorf("bad ip %q", s)
-			}
-			ips = append(ips, ip)
+		ips, err := parseIPs(o.IPs)
+		if err != nil {
+			return nil, err
 		}
 		wanted, err := ipfamily.ForAddressesIPs(ips)
 		if err != nil {
@@ -153,4 +167,24 @@ func allocate(a *allocator.Allocator, o *op) ([]net.IP, error) {
 		return a.AllocateFromPool(o.Key, o.Service, family, o.Pool, ports, o.Sharing, o.Backend)
 	}
 	return a.Allocate(o.Key, o.Service, family, ports, o.Sharing, o.Backend)
+}
+
+func ports(o *op) []allocator.Port {
+	var ports []allocator.Port
+	for _, p := range o.Ports {
+		ports = append(ports, allocator.Port{Proto: p.Protocol, Port: p.Port})
+	}
+	return ports
+}
+
+func parseIPs(list []string) ([]net.IP, error) {
+	var ips []net.IP
+	for _, s := range list {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("bad ip %q", s)
+		}
+		ips = append(ips, ip)
+	}
+	return ips, nil
 }

@@ -1,7 +1,8 @@
 //! Differential test: random scenarios run through MetalLB's own allocator (v0.16.2's
 //! `internal/allocator`, behind `metallb-alloc-probe` from `conformance/build.sh
 //! metallb-alloc`) and through `lb::pool`; every step must give the same IPs from the same
-//! pool, fail in the same places, and leave the same pool counters.
+//! pool, fail in the same places, and leave the same pool counters. Steps: allocate (after
+//! clearing), assign IPs as given, release, and replace the pools.
 //!
 //! Scenarios avoid the two places where MetalLB's choice is random (Go map order): at most one
 //! auto-assignable pool without `serviceAllocation`, and pinned pools with distinct
@@ -56,9 +57,22 @@ struct PoolPlan {
     allocation: Option<(i32, u64)>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Clear the service, then allocate (`allocateIPs`).
+    Alloc,
+    /// `Assign` the IPs as they are (no clearing first).
+    Assign,
+    /// `Unassign`.
+    Release,
+    /// `SetPools` with new pools.
+    SetPools,
+}
+
 #[derive(Debug, Clone)]
 struct Step {
-    release: bool,
+    kind: Kind,
+    new_pools: Vec<PoolPlan>,
     service: u64,
     namespace_a: bool,
     app_x: bool,
@@ -147,12 +161,30 @@ fn plan_step(rng: &mut Rng, pools: usize) -> Step {
         (_, 0) => FamilyPolicy::PreferDualStack,
         _ => FamilyPolicy::SingleStack,
     };
-    let ips = if rng.chance(15) {
+    let kind = match rng.below(100) {
+        0..60 => Kind::Alloc,
+        60..75 => Kind::Assign,
+        75..93 => Kind::Release,
+        _ => Kind::SetPools,
+    };
+    let ips = if kind == Kind::Assign {
+        match rng.below(4) {
+            0 => vec![random_v4(rng)],
+            1 => vec![random_v6(rng)],
+            2 => vec![random_v4(rng), random_v6(rng)],
+            _ => vec![random_v4(rng), random_v4(rng)],
+        }
+    } else if rng.chance(15) {
         match family {
             0 => vec![random_v4(rng)],
             1 => vec![random_v6(rng)],
             _ => vec![random_v4(rng), random_v6(rng)],
         }
+    } else {
+        Vec::new()
+    };
+    let new_pools = if kind == Kind::SetPools {
+        plan_pools(rng)
     } else {
         Vec::new()
     };
@@ -162,7 +194,8 @@ fn plan_step(rng: &mut Rng, pools: usize) -> Step {
         _ => Port::udp(53),
     };
     Step {
-        release: rng.chance(20),
+        kind,
+        new_pools,
         service: rng.below(SERVICES),
         namespace_a: rng.chance(50),
         app_x: rng.chance(50),
@@ -223,6 +256,20 @@ fn pool_json(p: &PoolPlan) -> Value {
     json!({"metadata": {"name": p.name, "namespace": "metallb-system"}, "spec": spec})
 }
 
+fn resources_json(pools: &[PoolPlan]) -> Value {
+    json!({
+        "ipaddresspools": pools.iter().map(pool_json).collect::<Vec<_>>(),
+        "namespaces": [
+            {"metadata": {"name": "a", "labels": {"env": "prod"}}},
+            {"metadata": {"name": "b", "labels": {"env": "dev"}}},
+        ],
+    })
+}
+
+fn build_pools(pools: &[PoolPlan]) -> Pools {
+    Pools::new(pools.iter().map(pool_spec)).unwrap()
+}
+
 fn pool_spec(p: &PoolPlan) -> PoolSpec {
     PoolSpec {
         name: p.name.clone(),
@@ -258,8 +305,12 @@ fn policy_name(p: FamilyPolicy) -> &'static str {
 }
 
 fn step_json(step: &Step) -> Value {
-    if step.release {
-        return json!({"op": "release", "key": key_of(step)});
+    match step.kind {
+        Kind::Release => return json!({"op": "release", "key": key_of(step)}),
+        Kind::SetPools => {
+            return json!({"op": "setpools", "resources": resources_json(&step.new_pools)});
+        }
+        Kind::Alloc | Kind::Assign => {}
     }
     let families = match (step.family, step.primary_v6) {
         (0, _) => vec!["IPv4"],
@@ -269,7 +320,7 @@ fn step_json(step: &Step) -> Value {
     };
     let family = ["ipv4", "ipv6", "dual"][step.family as usize];
     json!({
-        "op": "alloc",
+        "op": if step.kind == Kind::Assign { "assign" } else { "alloc" },
         "key": key_of(step),
         "service": {
             "metadata": {
@@ -357,13 +408,7 @@ fn lb_pool_allocates_as_metallb_does() {
             .map(|_| plan_step(&mut rng, pools.len()))
             .collect();
         let line = json!({
-            "resources": {
-                "ipaddresspools": pools.iter().map(pool_json).collect::<Vec<_>>(),
-                "namespaces": [
-                    {"metadata": {"name": "a", "labels": {"env": "prod"}}},
-                    {"metadata": {"name": "b", "labels": {"env": "dev"}}},
-                ],
-            },
+            "resources": resources_json(&pools),
             "ops": steps.iter().map(step_json).collect::<Vec<_>>(),
         });
         serde_json::to_writer(&mut input, &line).unwrap();
@@ -389,26 +434,43 @@ fn lb_pool_allocates_as_metallb_does() {
     assert_eq!(outputs.len(), scenarios.len());
 
     let (mut steps_run, mut allocations, mut failures, mut shared) = (0, 0, 0, 0);
+    let (mut assigns_ok, mut assigns_refused, mut pool_changes) = (0, 0, 0);
     for ((seed, pools, steps), got) in scenarios.iter().zip(&outputs) {
         assert!(
             got.get("config_err").is_none(),
             "seed {seed}: MetalLB refused {pools:?}: {got}"
         );
-        let mut ours = Allocator::new(Pools::new(pools.iter().map(pool_spec)).unwrap());
+        let mut ours = Allocator::new(build_pools(pools));
         for (i, (step, theirs)) in steps
             .iter()
             .zip(got["results"].as_array().unwrap())
             .enumerate()
         {
             let key = key_of(step);
-            let (ips, pool, failed) = if step.release {
-                ours.release(&key);
-                (Vec::new(), None, false)
-            } else {
-                ours.release(&key);
-                match ours.allocate(&request(step)) {
-                    Ok(ips) => (ips, ours.allocation(&key).map(|a| a.pool.clone()), false),
-                    Err(_) => (Vec::new(), None, true),
+            let (ips, pool, failed) = match step.kind {
+                Kind::Release => {
+                    ours.release(&key);
+                    (Vec::new(), None, false)
+                }
+                Kind::SetPools => {
+                    ours.set_pools(build_pools(&step.new_pools));
+                    (Vec::new(), None, false)
+                }
+                Kind::Alloc => {
+                    ours.release(&key);
+                    match ours.allocate(&request(step)) {
+                        Ok(ips) => (ips, ours.allocation(&key).map(|a| a.pool.clone()), false),
+                        Err(_) => (Vec::new(), None, true),
+                    }
+                }
+                Kind::Assign => {
+                    let failed = ours.assign(&request(step), &step.ips).is_err();
+                    let held = ours.allocation(&key);
+                    (
+                        held.map(|a| a.ips.clone()).unwrap_or_default(),
+                        held.map(|a| a.pool.clone()),
+                        failed,
+                    )
                 }
             };
             let their_ips: Vec<IpAddr> = theirs["ips"]
@@ -424,7 +486,7 @@ fn lb_pool_allocates_as_metallb_does() {
                 format!("seed {seed} step {i}: {step:?}\npools {pools:?}\nmetallb said {theirs}")
             };
             assert_eq!(failed, their_failed, "failure differs; {}", context());
-            if !step.release {
+            if matches!(step.kind, Kind::Alloc | Kind::Assign) {
                 assert_eq!(ips, their_ips, "IPs differ; {}", context());
                 assert_eq!(pool, their_pool, "pool differs; {}", context());
             }
@@ -457,7 +519,13 @@ fn lb_pool_allocates_as_metallb_does() {
             }
             ours.audit().unwrap();
             steps_run += 1;
-            if !step.release {
+            match (step.kind, failed) {
+                (Kind::Assign, false) => assigns_ok += 1,
+                (Kind::Assign, true) => assigns_refused += 1,
+                (Kind::SetPools, _) => pool_changes += 1,
+                _ => {}
+            }
+            if step.kind == Kind::Alloc {
                 if failed {
                     failures += 1;
                 } else {
@@ -468,7 +536,7 @@ fn lb_pool_allocates_as_metallb_does() {
         }
     }
     println!(
-        "{} scenarios, {steps_run} steps: {allocations} allocations ({shared} onto a shared IP), {failures} failures, all as MetalLB v0.16.2",
+        "{} scenarios, {steps_run} steps: {allocations} allocations ({shared} onto a shared IP), {failures} failed allocations, {assigns_ok} assigns and {assigns_refused} refused, {pool_changes} pool changes; all as MetalLB v0.16.2",
         scenarios.len()
     );
     // The scenarios must exercise both outcomes, or the comparison says little.
