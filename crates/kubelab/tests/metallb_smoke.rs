@@ -90,6 +90,10 @@ fn wait_ingress(lab: &KubeLab, controller: &mut MetalLbProcess, name: &str) -> O
 #[test]
 fn metallb_controller_allocates_and_a_speaker_answers_arp() {
     let started = Instant::now();
+    // Root first: without it there is no point finding (or building) MetalLB.
+    if !vigil_netlab::root_or_skip(TEST) {
+        return;
+    }
     let Some(binaries) = metallb::metallb_binaries(TEST) else {
         return;
     };
