@@ -8,6 +8,11 @@
 //! MetalLB's controller keeps its addresses. No I/O, no clock, no randomness: where MetalLB
 //! leaves an order to Go's map iteration, this module fixes one (said below).
 //!
+//! `tests/pool_metallb.rs` runs random scenarios (allocate, assign, release, pool changes)
+//! through MetalLB v0.16.2's own allocator as well (`conformance/metallb-alloc`) and requires
+//! the same IPs, pools, failures and counters at every step; the convergence and restart
+//! logic below follows MetalLB's controller, which that test cannot call.
+//!
 //! The rules, each with the MetalLB v0.16.2 function it follows (files under
 //! `go.universe.tf/metallb`):
 //!
