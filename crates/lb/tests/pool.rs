@@ -772,3 +772,32 @@ fn huge_ipv6_pools_allocate_without_walking_them() {
         (200, i64::MAX as u64 - 200)
     );
 }
+
+#[test]
+fn where_we_differ_from_metallb() {
+    // Both differences checked against MetalLB v0.16.2 with conformance/metallb-alloc.
+    //
+    // 1. A pool whose namespaceSelectors match no namespace: MetalLB resolves them to an empty
+    //    namespace set and then admits every namespace (a/s got 198.18.0.0 from it when asking
+    //    for the pool); we admit only namespaces that match.
+    let mut a = allocator(vec![with_allocation(
+        PoolSpec::new("p", &["198.18.0.0/30"]),
+        ServiceAllocation {
+            namespace_selectors: vec![LabelSelector::labels([("env", "none")])],
+            ..ServiceAllocation::default()
+        },
+    )]);
+    let mut r = in_ns("a", "s");
+    r.namespace_labels = labels(&[("env", "prod")]);
+    r.pool = Some("p".into());
+    assert_eq!(
+        a.allocate(&r),
+        Err(AllocError::PoolNotAllowed { pool: "p".into() })
+    );
+    // 2. A lone /32 ending in .0 in an avoiding pool: MetalLB counts it as -1 address (with
+    //    198.18.1.0/31 next to it, the pool reported 0 available); we count 0, so 1 here.
+    let mut spec = PoolSpec::new("q", &["198.18.0.0/32", "198.18.1.0/31"]);
+    spec.avoid_buggy_ips = true;
+    let a = allocator(vec![spec]);
+    assert_eq!(a.counters("q").unwrap().available_ipv4, 1);
+}
