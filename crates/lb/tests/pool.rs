@@ -800,4 +800,21 @@ fn where_we_differ_from_metallb() {
     spec.avoid_buggy_ips = true;
     let a = allocator(vec![spec]);
     assert_eq!(a.counters("q").unwrap().available_ipv4, 1);
+    // 3. A sharer without ports: MetalLB forgets an IP's sharing key when its last port goes,
+    //    so after b (key k, TCP/80) left, c (no key) was let onto the IP a (key k, no ports)
+    //    still held. We check every holder and refuse c.
+    let mut a = allocator(vec![PoolSpec::new("p", &["198.18.0.0/30"])]);
+    let x = ips(&["198.18.0.1"]);
+    a.assign(&sharing(svc("a"), "k", &[]), &x).unwrap();
+    a.assign(&sharing(svc("b"), "k", &[Port::tcp(80)]), &x)
+        .unwrap();
+    a.release("default/b");
+    assert!(matches!(
+        a.assign(&svc("c"), &x),
+        Err(AllocError::IpInUse {
+            refusal: ShareRefusal::NewDoesNotShare,
+            ..
+        })
+    ));
+    checked(&a);
 }

@@ -62,9 +62,10 @@
 //! backend key (for `externalTrafficPolicy: Local`, the pod selector printed as `k=v,...`
 //! sorted by key; for `Cluster`, empty: see [`backend_key`]), and no two use one protocol and
 //! port. A service alone on its IP may change its key in place. *Differs:* MetalLB remembers one
-//! key per IP and forgets it when the last port on the IP goes, which loses the key of a
-//! service without ports; we check every holder. (Kubernetes gives every LoadBalancer at least
-//! one port, so this does not show.)
+//! key per IP and forgets it when the last port on the IP goes, so a service without ports can
+//! end up sharing with one that has no key (checked with `conformance/metallb-alloc`); we
+//! check every holder. (Kubernetes gives every LoadBalancer at least one port, so this does not
+//! show in a cluster.)
 //!
 //! **Convergence and release** (`controller/service.go:convergeBalancer`, `main.go:SetBalancer`,
 //! `allocator.go:Unassign`). See [`Allocator::converge`]: carried IPs are re-assigned (a no-op
