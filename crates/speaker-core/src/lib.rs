@@ -23,4 +23,5 @@
 //! calls is `vigil-speaker`.
 #![forbid(unsafe_code)]
 
+pub mod core;
 pub mod model;
