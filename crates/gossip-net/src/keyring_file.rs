@@ -5,6 +5,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use futures_util::Stream;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::time::Duration;
 use vigil_gossip::wire::SecretKey;
 
@@ -86,6 +87,10 @@ pub fn read_keyring_file(path: &Path) -> Result<Vec<SecretKey>, KeyringFileError
     parse_keyring(path, &text)
 }
 
+/// The keyring file's keys each time its contents change, or why they cannot be used.
+pub type KeyringChanges =
+    Pin<Box<dyn Stream<Item = Result<Vec<SecretKey>, KeyringFileError>> + Send + 'static>>;
+
 /// Reads a keyring file now, and returns its keys with a stream that yields the file's keys
 /// again each time its contents change (looked at every `poll`), or why the new contents
 /// cannot be used (the caller keeps the keys in force). Hand the stream to the speaker, which
@@ -93,13 +98,7 @@ pub fn read_keyring_file(path: &Path) -> Result<Vec<SecretKey>, KeyringFileError
 pub fn watch_keyring_file(
     path: PathBuf,
     poll: Duration,
-) -> Result<
-    (
-        Vec<SecretKey>,
-        impl Stream<Item = Result<Vec<SecretKey>, KeyringFileError>> + Send + 'static,
-    ),
-    KeyringFileError,
-> {
+) -> Result<(Vec<SecretKey>, KeyringChanges), KeyringFileError> {
     let text = std::fs::read_to_string(&path).map_err(|e| KeyringFileError::Read {
         path: path.clone(),
         reason: e.to_string(),
@@ -131,7 +130,7 @@ pub fn watch_keyring_file(
             return Some((item, (path, seen, ticker)));
         }
     });
-    Ok((keys, changes))
+    Ok((keys, Box::pin(changes)))
 }
 
 #[cfg(test)]

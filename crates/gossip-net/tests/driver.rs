@@ -233,7 +233,7 @@ async fn set_keyring_installs_switches_and_removes_and_a_watched_file_feeds_it()
     std::fs::write(&path, r#"["AQEBAQEBAQEBAQEBAQEBAQ=="]"#).unwrap();
     let (keys, changes) =
         vigil_gossip_net::watch_keyring_file(path.clone(), Duration::from_millis(20)).unwrap();
-    let mut changes = Box::pin(changes);
+    let mut changes = changes;
     let mut o = opts("a");
     o.keys = keys;
     let (a, _ea) = Memberlist::start(o).await.unwrap();
