@@ -39,6 +39,51 @@ pub struct StaticSettings {
     pub refresh: Option<Duration>,
 }
 
+impl StaticSettings {
+    /// The fields that differ from `other`, by path (`gossip.bind`, `hold_down`, ...), for a
+    /// warning that names them. Whether anything changed is `self != other`; this only says
+    /// what, and lists every field (the destructuring fails to compile when one is added).
+    pub fn changed_fields(&self, other: &Self) -> Vec<&'static str> {
+        let Self {
+            node_name,
+            gossip,
+            interfaces,
+            local_address,
+            http_listen,
+            hold_down,
+            refresh,
+        } = self;
+        let GossipSettings {
+            bind,
+            advertise,
+            profile,
+            label,
+            rejoin_interval,
+        } = gossip;
+        let mut out = Vec::new();
+        let mut check = |changed: bool, field| {
+            if changed {
+                out.push(field);
+            }
+        };
+        check(*node_name != other.node_name, "node_name");
+        check(*bind != other.gossip.bind, "gossip.bind");
+        check(*advertise != other.gossip.advertise, "gossip.advertise");
+        check(*profile != other.gossip.profile, "gossip.profile");
+        check(*label != other.gossip.label, "gossip.label");
+        check(
+            *rejoin_interval != other.gossip.rejoin_interval,
+            "gossip.rejoin_interval",
+        );
+        check(*interfaces != other.interfaces, "interfaces");
+        check(*local_address != other.local_address, "local_address");
+        check(*http_listen != other.http_listen, "http_listen");
+        check(*hold_down != other.hold_down, "hold_down");
+        check(*refresh != other.refresh, "refresh");
+        out
+    }
+}
+
 /// Gossip set-up (memberlist's sockets and timing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GossipSettings {

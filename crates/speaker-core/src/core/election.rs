@@ -8,7 +8,7 @@ use crate::model::DesiredState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use vigil_l2::{InterfaceSet, Vip};
-use vigil_lb::{Group, NodeView, Policy, Quorum, Service, Verdict, decide, elect};
+use vigil_lb::{Group, NodeMeta, NodeView, Policy, Quorum, Service, Verdict, decide, elect};
 
 /// A change in what this node announces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,9 @@ pub(crate) struct Election {
     hold_down: bool,
     desired: DesiredState,
     members: Vec<Member>,
+    /// What this node publishes: it stands for this node's own entry in the view, which
+    /// the gossip layer may not have reported back yet.
+    local_meta: NodeMeta,
     groups: Vec<Group>,
     verdicts: Vec<Verdict>,
     quorum: Quorum,
@@ -71,6 +74,7 @@ impl Election {
             hold_down,
             desired,
             members: Vec::new(),
+            local_meta: NodeMeta::default(),
             groups: Vec::new(),
             verdicts: Vec::new(),
             quorum: Quorum { live: 0, needed: 0 },
@@ -89,6 +93,20 @@ impl Election {
     pub(crate) fn set_members(&mut self, members: impl IntoIterator<Item = Member>) {
         self.members = members.into_iter().collect();
         self.members.sort_by(|a, b| a.name.cmp(&b.name));
+        self.patch_local();
+    }
+
+    /// This node's metadata as it publishes it now.
+    pub(crate) fn set_local_meta(&mut self, meta: NodeMeta) {
+        self.local_meta = meta;
+        self.patch_local();
+    }
+
+    fn patch_local(&mut self) {
+        let node = &self.node;
+        if let Some(me) = self.members.iter_mut().find(|m| m.name == *node) {
+            me.meta = self.local_meta.clone();
+        }
     }
 
     pub(crate) fn members(&self) -> &[Member] {

@@ -71,6 +71,8 @@ pub enum Action {
         services: Vec<String>,
         /// Why, for people.
         reason: String,
+        /// What made the election run.
+        trigger: Trigger,
     },
     /// Notice: this node stopped answering for `vip` (or will, once `successor` is heard).
     Withdrawn {
@@ -82,6 +84,8 @@ pub enum Action {
         reason: String,
         /// The node elected in its place, if any.
         successor: Option<String>,
+        /// What made the election run ([`Trigger::Stop`] on shutdown).
+        trigger: Trigger,
     },
     /// Put `vip` on the local-address device (only with `local_address` set).
     HoldAddress(IpAddr),
@@ -167,6 +171,8 @@ pub enum Trigger {
     HoldDownOver,
     /// A new desired state.
     Desired,
+    /// This node is stopping.
+    Stop,
 }
 
 impl fmt::Display for Trigger {
@@ -178,6 +184,7 @@ impl fmt::Display for Trigger {
             Self::Health => f.write_str("health change"),
             Self::HoldDownOver => f.write_str("hold-down over"),
             Self::Desired => f.write_str("reload"),
+            Self::Stop => f.write_str("stop"),
         }
     }
 }
@@ -217,7 +224,7 @@ impl SpeakerCore {
     /// starts failing here; with a hold-down, the node starts holding.
     pub fn new(settings: &StaticSettings, desired: DesiredState, now: Instant) -> Self {
         let failing = desired.health_checked();
-        Self {
+        let mut core = Self {
             node: settings.node_name.clone(),
             holds_addresses: settings.local_address.is_some(),
             election: Election::new(
@@ -234,7 +241,10 @@ impl SpeakerCore {
             stopped: false,
             counters: Counters::default(),
             actions: VecDeque::new(),
-        }
+        };
+        let meta = core.meta();
+        core.election.set_local_meta(meta);
+        core
     }
 
     /// The metadata this node publishes now (also the metadata to start gossip with).
@@ -322,7 +332,7 @@ impl SpeakerCore {
             self.failing.insert(service.to_string())
         };
         if changed {
-            self.actions.push_back(Action::PublishMeta(self.meta()));
+            self.publish_meta();
             self.resync(Trigger::Health);
         }
         true
@@ -347,7 +357,7 @@ impl SpeakerCore {
                 self.holding = false;
                 self.actions
                     .push_back(Action::HoldDownOver { skipped: true });
-                self.actions.push_back(Action::PublishMeta(self.meta()));
+                self.publish_meta();
             }
         }
         self.resync(Trigger::FirstJoin);
@@ -386,7 +396,7 @@ impl SpeakerCore {
             self.holding = false;
             self.actions
                 .push_back(Action::HoldDownOver { skipped: false });
-            self.actions.push_back(Action::PublishMeta(self.meta()));
+            self.publish_meta();
             self.resync(Trigger::HoldDownOver);
         }
     }
@@ -415,6 +425,7 @@ impl SpeakerCore {
                 services,
                 reason: reason.into(),
                 successor: next.clone(),
+                trigger: Trigger::Stop,
             });
             if next.is_some() {
                 pending.insert(*vip);
@@ -524,10 +535,17 @@ impl SpeakerCore {
     }
 
     fn publish_meta_if_changed(&mut self, old: &NodeMeta) {
-        let meta = self.meta();
-        if meta != *old {
-            self.actions.push_back(Action::PublishMeta(meta));
+        if self.meta() != *old {
+            self.publish_meta();
         }
+    }
+
+    /// Publishes this node's metadata, and elects with it at once: the gossip view may
+    /// report this node's own entry back later, or never.
+    fn publish_meta(&mut self) {
+        let meta = self.meta();
+        self.election.set_local_meta(meta.clone());
+        self.actions.push_back(Action::PublishMeta(meta));
     }
 
     /// Re-elects every VIP (once the first join is over) and queues what changed, in order:
@@ -552,6 +570,7 @@ impl SpeakerCore {
                         vip: *vip,
                         services: services.clone(),
                         reason: reason.clone(),
+                        trigger,
                     });
                     if self.holds_addresses {
                         self.held.insert(*vip);
@@ -570,6 +589,7 @@ impl SpeakerCore {
                         services: services.clone(),
                         reason: reason.clone(),
                         successor: successor.clone(),
+                        trigger,
                     });
                     match successor {
                         Some(_) => handing_over.push(*vip),

@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vigil_gossip::Profile;
 use vigil_lb::{MAX_META_LEN, NodeMeta};
+use vigil_speaker::model::{
+    ArpSysctls, DesiredState, GossipSettings, InterfaceSelection, LocalAddressSettings,
+    ServiceSpec, StaticSettings,
+};
 
 /// memberlist's default port.
 pub const DEFAULT_GOSSIP_PORT: u16 = 7946;
@@ -343,6 +347,65 @@ impl Config {
                 .collect(),
             holding: self.election.hold_down.is_some(),
         }
+    }
+}
+
+impl Config {
+    /// The restart-only part, as the speaker takes it.
+    pub fn settings(&self) -> StaticSettings {
+        StaticSettings {
+            node_name: self.node.name.clone(),
+            gossip: GossipSettings {
+                bind: self.gossip.bind,
+                advertise: self.gossip.advertise,
+                profile: self.gossip.profile,
+                label: self.gossip.label.clone(),
+                rejoin_interval: self.gossip.rejoin_interval,
+            },
+            interfaces: InterfaceSelection {
+                include: self.interfaces.include.clone(),
+                exclude: self.interfaces.exclude.clone(),
+            },
+            local_address: self.local_address.as_ref().map(|l| LocalAddressSettings {
+                device: l.device.clone(),
+                arp_sysctls: match l.arp_sysctls {
+                    ArpSysctlsMode::Set => ArpSysctls::Set,
+                    ArpSysctlsMode::Check => ArpSysctls::Check,
+                },
+            }),
+            http_listen: self.http_listen,
+            hold_down: self.election.hold_down,
+            refresh: self.refresh,
+        }
+    }
+
+    /// The runtime part, as one snapshot for the speaker.
+    pub fn desired(&self) -> DesiredState {
+        DesiredState {
+            services: self
+                .services
+                .iter()
+                .map(|s| ServiceSpec {
+                    id: s.name.clone(),
+                    vips: s.vips.clone(),
+                    nodes: s.nodes.clone(),
+                    node_selector: s.node_selector.clone(),
+                    health_checked: s.health_check.is_some(),
+                    interfaces: s.interfaces.clone(),
+                })
+                .collect(),
+            expected_members: self.election.expected_members,
+            seeds: self.gossip.seeds.clone(),
+            labels: self.node.labels.clone(),
+        }
+    }
+
+    /// The checked services and their checks.
+    pub fn health_checks(&self) -> BTreeMap<String, HealthCheck> {
+        self.services
+            .iter()
+            .filter_map(|s| s.health_check.clone().map(|h| (s.name.clone(), h)))
+            .collect()
     }
 }
 

@@ -1,21 +1,24 @@
 //! `vigil standalone --config FILE`: the speaker without Kubernetes, configured from a YAML
 //! file, like keepalived with N nodes sharing many VIPs.
 //!
-//! - [`config`]: the file and its validation (every error names its field);
-//! - [`speaker`]: the election over the gossip view, and what changed (pure);
+//! The speaker itself is `vigil_speaker::run` (shared with every mode); this module is the
+//! file's side of it:
+//!
+//! - [`config`]: the file and its validation (every error names its field), and its split
+//!   into the speaker's restart-only settings and desired state;
+//! - [`source`]: the file/SIGHUP watch as a stream of snapshots, the keyring file as a stream
+//!   of key lists, and the health checks' flips;
 //! - [`health`]: health checks whose results go out in gossip metadata;
-//! - [`daemon`]: the loop wiring gossip, election and announcer, reloads and signals;
-//! - [`local_address`]: the VIPs this node owns held on a host device (`announce.local_address`);
-//! - [`http`], [`metrics`], [`state`]: `/metrics`, `/healthz`, `/readyz`, `/status`.
+//! - [`state`]: the status document (re-exported from the speaker, for `vigil status`).
 
 pub mod config;
-pub mod daemon;
 pub mod health;
-pub mod http;
-pub mod local_address;
-pub mod metrics;
-pub mod speaker;
-pub mod state;
+pub mod source;
+
+/// The status document `/status` serves (for `vigil status` and `vigil lab`).
+pub mod state {
+    pub use vigil_speaker::observe::state::*;
+}
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -96,7 +99,15 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(daemon::run(args.config, config, default_name)) {
+    let speaker = async move {
+        let settings = config.settings();
+        let source = source::start(args.config, config, default_name)?;
+        let shutdown = shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+        vigil_speaker::run(settings, source, (), shutdown)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match runtime.block_on(speaker) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(event = "failed", error = %e, "vigil standalone failed");
@@ -104,4 +115,17 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// SIGTERM or SIGINT: the speaker hands over, leaves and stops.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
