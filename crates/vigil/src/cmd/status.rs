@@ -31,7 +31,7 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let addr = match (args.addr, &args.config) {
         (Some(a), _) => a,
-        (None, Some(path)) => match Config::load(path, host_name().as_deref()) {
+        (None, Some(path)) => match Config::read(path, host_name().as_deref()) {
             Ok(c) => match c.http_listen {
                 Some(a) => a,
                 None => {

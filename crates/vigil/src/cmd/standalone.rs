@@ -1,28 +1,17 @@
-//! `vigil standalone --config FILE`: the speaker without Kubernetes, configured from a YAML
-//! file, like keepalived with N nodes sharing many VIPs.
-//!
-//! The speaker itself is `vigil_speaker::run` (shared with every mode); this module is the
-//! file's side of it:
-//!
-//! - [`config`]: the file and its validation (every error names its field), and its split
-//!   into the speaker's restart-only settings and desired state;
-//! - [`source`]: the file/SIGHUP watch as a stream of snapshots, the keyring file as a stream
-//!   of key lists, and the health checks' flips;
-//! - [`health`]: health checks whose results go out in gossip metadata;
-//! - [`state`]: the status document (re-exported from the speaker, for `vigil status`).
+//! `vigil standalone --config FILE`: parses the arguments and runs `vigil_standalone` (the
+//! file's side) over `vigil_speaker` (the speaker shared with every mode). Signals are
+//! handled here: SIGTERM or SIGINT is the speaker's shutdown; SIGHUP is the file watch's.
 
-pub mod config;
-pub mod health;
-pub mod source;
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub use vigil_standalone::{config, host_name};
 
 /// The status document `/status` serves (for `vigil status` and `vigil lab`).
 pub mod state {
     pub use vigil_speaker::observe::state::*;
 }
-
-use clap::Parser;
-use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Run the speaker from a YAML file: gossip with the other nodes, elect an owner for every
 /// VIP as MetalLB does, answer ARP/NDP for the VIPs this node owns.
@@ -40,17 +29,9 @@ pub struct Args {
     #[arg(long, default_value = "info")]
     pub log_level: String,
 
-    /// Validate the file, print the result and exit.
+    /// Validate the file (every error in it), print the result and exit.
     #[arg(long)]
     pub check: bool,
-}
-
-/// The host name, the default node name.
-pub fn host_name() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// Runs `vigil standalone`.
@@ -59,7 +40,9 @@ pub fn run(args: Args) -> ExitCode {
     let config = match config::Config::load(&args.config, default_name.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("vigil standalone: {e}");
+            for line in e.to_string().lines() {
+                eprintln!("vigil standalone: {line}");
+            }
             return ExitCode::from(2);
         }
     };
@@ -100,12 +83,8 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let speaker = async move {
-        let settings = config.settings();
-        let source = source::start(args.config, config, default_name)?;
         let shutdown = shutdown_signal().map_err(|e| format!("signals: {e}"))?;
-        vigil_speaker::run(settings, source, (), shutdown)
-            .await
-            .map_err(|e| e.to_string())
+        vigil_standalone::run(args.config, config, default_name, shutdown).await
     };
     match runtime.block_on(speaker) {
         Ok(()) => ExitCode::SUCCESS,
