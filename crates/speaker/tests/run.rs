@@ -127,3 +127,63 @@ async fn a_lone_speaker_announces_follows_new_snapshots_and_stops_on_shutdown() 
         .unwrap();
     assert!(result.is_ok(), "{result:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_checked_service_is_announced_only_once_its_check_passes() {
+    let (notices, mut rx) = mpsc::unbounded_channel();
+    let (health_tx, mut health_rx) = mpsc::channel::<HealthReport>(4);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let mut initial = desired("198.18.0.100");
+    initial.services[0].health_checked = true;
+    let source = Source {
+        initial,
+        initial_keys: Vec::new(),
+        desired: stream::pending(),
+        keyrings: stream::pending(),
+        health: stream::poll_fn(move |cx| health_rx.poll_recv(cx)),
+        counters: SourceCounters::default(),
+    };
+    let speaker = tokio::spawn(vigil_speaker::run(
+        settings(),
+        source,
+        Recorder(notices),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    // The first election runs after the first join; a failing check keeps the VIP silent.
+    next(&mut rx, "the first election", |a| {
+        matches!(a, Action::Elected { .. })
+    })
+    .await;
+    while let Ok(a) = rx.try_recv() {
+        assert!(!matches!(a, Action::Announced { .. }), "{a:?}");
+    }
+    health_tx
+        .send(HealthReport {
+            service: "web".into(),
+            passing: true,
+            detail: "test".into(),
+        })
+        .await
+        .unwrap();
+    next(
+        &mut rx,
+        "the metadata without the failing check",
+        |a| matches!(a, Action::PublishMeta(m) if m.failing.is_empty()),
+    )
+    .await;
+    next(
+        &mut rx,
+        "the VIP announced",
+        |a| matches!(a, Action::Announced { vip, .. } if *vip == ip("198.18.0.100")),
+    )
+    .await;
+    stop_tx.send(()).unwrap();
+    next(&mut rx, "the stop", |a| *a == Action::Stopped).await;
+    let result = tokio::time::timeout(Duration::from_secs(10), speaker)
+        .await
+        .expect("run returns after the stop")
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+}
