@@ -87,6 +87,40 @@ pub struct Progress {
     pub bootstrap: Option<(usize, usize)>,
 }
 
+impl Progress {
+    /// A closure for [`Sim`] runs that prints a progress line on stderr, at most every 2 s of
+    /// wall time: bootstrapping, then virtual time, speed against real time and events.
+    pub fn stderr_printer() -> impl FnMut(Self) {
+        use std::io::Write as _;
+        let started = Instant::now();
+        let mut last = started;
+        move |p: Self| {
+            let now = Instant::now();
+            if now.duration_since(last) < Duration::from_secs(2) {
+                return;
+            }
+            last = now;
+            let wall = now.duration_since(started).as_secs_f64();
+            if let Some((done, of)) = p.bootstrap {
+                eprint!(
+                    "\r[sim] bootstrapping: {done} of {of} nodes told about every other, wall {wall:.0} s   "
+                );
+                let _ = std::io::stderr().flush();
+                return;
+            }
+            eprint!(
+                "\r[sim] virtual {:.1} s, wall {:.0} s, {:.2}x real time, {} M events, {} queued   ",
+                p.now.as_secs_f64(),
+                wall,
+                p.now.as_secs_f64() / wall.max(1e-9),
+                p.events / 1_000_000,
+                p.queued
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Input {
     Packet {

@@ -1,105 +1,28 @@
-//! The speaker's decisions, with no I/O: the gossip view and the configuration go in; which
-//! VIPs this node announces, and what changed and why, come out. The daemon feeds it on every
-//! membership event, health change and reload, and hands the owned set to the announcer.
+//! The election over the gossip view and the desired state: which VIPs this node announces,
+//! and what changed since the last run and why. VIPs whose ownership did not change are left
+//! alone. [`SpeakerCore`](super::SpeakerCore) decides *when* to run it and turns the
+//! [`Change`]s into actions.
 
-use super::config::{Config, ServiceConfig};
-use serde::Serialize;
+use super::member::Member;
+use crate::model::DesiredState;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, SocketAddr};
-use vigil_gossip::{MemberInfo, MemberState};
+use std::net::IpAddr;
 use vigil_l2::{InterfaceSet, Vip};
 use vigil_lb::{Group, NodeMeta, NodeView, Policy, Quorum, Service, Verdict, decide, elect};
 
-/// A gossip member as the speaker keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Member {
-    /// Node name.
-    pub name: String,
-    /// Gossip address.
-    pub addr: SocketAddr,
-    /// `alive`, `suspect`, `dead` or `left`.
-    pub state: &'static str,
-    /// What it published.
-    #[serde(flatten)]
-    pub meta: PublishedMeta,
-}
-
-/// A member's metadata, spelled out for people.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
-pub struct PublishedMeta {
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// Services whose health check fails there.
-    pub failing: BTreeSet<String>,
-    /// In its fail-back hold-down.
-    pub holding: bool,
-}
-
-impl From<&MemberInfo> for Member {
-    fn from(m: &MemberInfo) -> Self {
-        let meta = NodeMeta::decode(m.meta.as_deref().unwrap_or_default());
-        Self {
-            name: m.name.to_string(),
-            addr: m.addr,
-            state: state_name(m.state),
-            meta: PublishedMeta {
-                labels: meta.labels,
-                failing: meta.failing,
-                holding: meta.holding,
-            },
-        }
-    }
-}
-
-fn state_name(state: MemberState) -> &'static str {
-    match state {
-        MemberState::Alive => "alive",
-        MemberState::Suspect => "suspect",
-        MemberState::Dead => "dead",
-        MemberState::Left => "left",
-        // A state added to the engine later: not a candidate until we know what it means.
-        _ => "unknown",
-    }
-}
-
-impl Member {
-    /// Alive or suspect: a candidate, as in MetalLB.
-    pub fn live(&self) -> bool {
-        matches!(self.state, "alive" | "suspect")
-    }
-
-    fn view(&self) -> NodeView {
-        NodeView {
-            name: self.name.clone(),
-            live: self.live(),
-            meta: NodeMeta {
-                labels: self.meta.labels.clone(),
-                failing: self.meta.failing.clone(),
-                holding: self.meta.holding,
-            },
-        }
-    }
-}
-
 /// A change in what this node announces.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// This node now answers for the VIP.
+pub(crate) enum Change {
+    /// This node now answers for the VIP (or answers on other interfaces).
     Taken {
-        /// The VIP.
         vip: IpAddr,
-        /// Its services.
         services: Vec<String>,
-        /// Why (for the log).
         reason: String,
     },
     /// This node stopped owning the VIP.
     Released {
-        /// The VIP.
         vip: IpAddr,
-        /// Its services (before the change).
         services: Vec<String>,
-        /// Why (for the log).
         reason: String,
         /// The node elected in its place, if any: this node answers until it is heard.
         successor: Option<String>,
@@ -114,37 +37,44 @@ struct Owned {
 }
 
 /// The status of one VIP, for `/status` and `vigil status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VipStatus {
     /// The VIP.
     pub vip: IpAddr,
-    /// Its services.
+    /// The services that use it.
     pub services: Vec<String>,
     /// The elected owner, if any node may answer.
     pub owner: Option<String>,
     /// Whether this node announces it.
     pub announced_here: bool,
-    /// Candidates, best first.
+    /// The candidates, best first.
     pub candidates: Vec<String>,
 }
 
-/// The speaker's state.
+/// The election's state: inputs, the last result, and the VIPs owned since.
 #[derive(Debug)]
-pub struct Speaker {
-    config: Config,
+pub(crate) struct Election {
+    node: String,
+    hold_down: bool,
+    desired: DesiredState,
     members: Vec<Member>,
+    /// What this node publishes: it stands for this node's own entry in the view, which
+    /// the gossip layer may not have reported back yet.
+    local_meta: NodeMeta,
     groups: Vec<Group>,
     verdicts: Vec<Verdict>,
     quorum: Quorum,
     owned: BTreeMap<IpAddr, Owned>,
 }
 
-impl Speaker {
-    /// A speaker that knows only its configuration and announces nothing yet.
-    pub fn new(config: Config) -> Self {
+impl Election {
+    pub(crate) fn new(node: String, hold_down: bool, desired: DesiredState) -> Self {
         Self {
-            config,
+            node,
+            hold_down,
+            desired,
             members: Vec::new(),
+            local_meta: NodeMeta::default(),
             groups: Vec::new(),
             verdicts: Vec::new(),
             quorum: Quorum { live: 0, needed: 0 },
@@ -152,49 +82,75 @@ impl Speaker {
         }
     }
 
-    /// The configuration in force.
-    pub fn config(&self) -> &Config {
-        &self.config
+    pub(crate) fn desired(&self) -> &DesiredState {
+        &self.desired
     }
 
-    /// Replaces the configuration (a reload); call [`evaluate`](Self::evaluate) after.
-    pub fn set_config(&mut self, config: Config) {
-        self.config = config;
+    pub(crate) fn set_desired(&mut self, desired: DesiredState) {
+        self.desired = desired;
     }
 
-    /// Replaces the gossip view; call [`evaluate`](Self::evaluate) after.
-    pub fn set_members(&mut self, members: impl IntoIterator<Item = Member>) {
+    pub(crate) fn set_members(&mut self, members: impl IntoIterator<Item = Member>) {
         self.members = members.into_iter().collect();
         self.members.sort_by(|a, b| a.name.cmp(&b.name));
+        self.patch_local();
     }
 
-    /// The gossip view.
-    pub fn members(&self) -> &[Member] {
+    /// This node's metadata as it publishes it now.
+    pub(crate) fn set_local_meta(&mut self, meta: NodeMeta) {
+        self.local_meta = meta;
+        self.patch_local();
+    }
+
+    fn patch_local(&mut self) {
+        let node = &self.node;
+        if let Some(me) = self.members.iter_mut().find(|m| m.name == *node) {
+            me.meta = self.local_meta.clone();
+        }
+    }
+
+    pub(crate) fn members(&self) -> &[Member] {
         &self.members
     }
 
-    /// The split-brain guard's count at the last evaluation.
-    pub fn quorum(&self) -> Quorum {
+    pub(crate) fn quorum(&self) -> Quorum {
         self.quorum
     }
 
     fn policy(&self) -> Policy {
         Policy {
-            hold_down: self.config.election.hold_down.is_some(),
-            expected_members: self.config.election.expected_members,
+            hold_down: self.hold_down,
+            expected_members: self.desired.expected_members,
         }
     }
 
-    /// Re-runs the election for every VIP and returns what changed for this node. VIPs whose
-    /// ownership did not change are left alone.
-    pub fn evaluate(&mut self) -> Vec<Change> {
-        let services: Vec<Service> = self.config.services.iter().map(lb_service).collect();
+    fn services(&self) -> Vec<Service> {
+        self.desired.services.iter().map(|s| s.to_lb()).collect()
+    }
+
+    /// Each VIP's services, in desired order: one pass instead of a lookup per VIP.
+    fn services_by_vip(&self) -> BTreeMap<IpAddr, Vec<String>> {
+        let mut out: BTreeMap<IpAddr, Vec<String>> = BTreeMap::new();
+        for s in &self.desired.services {
+            for vip in &s.vips {
+                let list = out.entry(*vip).or_default();
+                if !list.contains(&s.id) {
+                    list.push(s.id.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Re-runs the election for every VIP and returns what changed for this node.
+    pub(crate) fn evaluate(&mut self) -> Vec<Change> {
+        let services = self.services();
         let nodes: Vec<NodeView> = self.members.iter().map(Member::view).collect();
         let policy = self.policy();
         self.groups = elect(&services, &nodes, &policy);
         self.quorum = Quorum::of(&nodes, &policy);
-        let local = self.config.node.name.clone();
-        self.verdicts = decide(&local, &self.groups, self.quorum);
+        self.verdicts = decide(&self.node, &self.groups, self.quorum);
+        let by_vip = self.services_by_vip();
 
         let mut owned = BTreeMap::new();
         let mut why_not: BTreeMap<IpAddr, String> = BTreeMap::new();
@@ -203,12 +159,7 @@ impl Speaker {
             for &vip in &group.vips {
                 match verdict {
                     Verdict::Owner => {
-                        let services = group
-                            .services
-                            .iter()
-                            .filter(|s| self.service(s).is_some_and(|c| c.vips.contains(&vip)))
-                            .cloned()
-                            .collect();
+                        let services = by_vip.get(&vip).cloned().unwrap_or_default();
                         let interfaces = self.interfaces_for(vip);
                         owned.insert(
                             vip,
@@ -242,9 +193,9 @@ impl Speaker {
         for (vip, was) in &self.owned {
             match owned.get(vip) {
                 Some(now) if now.interfaces == was.interfaces => {}
-                Some(_) => changes.push(Change::Taken {
+                Some(now) => changes.push(Change::Taken {
                     vip: *vip,
-                    services: owned[vip].services.clone(),
+                    services: now.services.clone(),
                     reason: "its interfaces changed".into(),
                 }),
                 None => changes.push(Change::Released {
@@ -275,15 +226,14 @@ impl Speaker {
     /// For each VIP this node announces, the node that would own it once this one has left,
     /// as the others will elect when they hear the leave: `None` when no node would (no other
     /// candidate, or the split-brain guard would silence the rest).
-    pub fn successors(&self) -> BTreeMap<IpAddr, Option<String>> {
-        let local = &self.config.node.name;
-        let services: Vec<Service> = self.config.services.iter().map(lb_service).collect();
+    pub(crate) fn successors(&self) -> BTreeMap<IpAddr, Option<String>> {
+        let services = self.services();
         let nodes: Vec<NodeView> = self
             .members
             .iter()
             .map(|m| {
                 let mut view = m.view();
-                view.live &= m.name != *local;
+                view.live &= m.name != self.node;
                 view
             })
             .collect();
@@ -304,16 +254,12 @@ impl Speaker {
             .collect()
     }
 
-    fn service(&self, name: &str) -> Option<&ServiceConfig> {
-        self.config.services.iter().find(|s| s.name == name)
-    }
-
     /// Where a VIP is announced: every interface if any of its services allows all,
     /// otherwise the union of their lists.
     fn interfaces_for(&self, vip: IpAddr) -> InterfaceSet {
         let mut names = BTreeSet::new();
         for s in self
-            .config
+            .desired
             .services
             .iter()
             .filter(|s| s.vips.contains(&vip))
@@ -326,8 +272,16 @@ impl Speaker {
         InterfaceSet::Only(names)
     }
 
+    pub(crate) fn owns(&self, vip: IpAddr) -> bool {
+        self.owned.contains_key(&vip)
+    }
+
+    pub(crate) fn owns_any(&self) -> bool {
+        !self.owned.is_empty()
+    }
+
     /// The VIPs to hand to the announcer.
-    pub fn owned_vips(&self) -> Vec<Vip> {
+    pub(crate) fn owned_vips(&self) -> Vec<Vip> {
         self.owned
             .iter()
             .map(|(addr, o)| Vip {
@@ -337,27 +291,23 @@ impl Speaker {
             .collect()
     }
 
-    /// (service, VIP) pairs this node announces, for `metallb_speaker_announced`.
-    pub fn announced(&self) -> Vec<(String, IpAddr)> {
+    /// (service, VIP) pairs this node announces.
+    pub(crate) fn announced(&self) -> Vec<(String, IpAddr)> {
         self.owned
             .iter()
             .flat_map(|(ip, o)| o.services.iter().map(move |s| (s.clone(), *ip)))
             .collect()
     }
 
-    /// Every configured VIP with its owner.
-    pub fn vip_status(&self) -> Vec<VipStatus> {
+    /// Every desired VIP with its owner (empty before the first election).
+    pub(crate) fn vip_status(&self) -> Vec<VipStatus> {
+        let by_vip = self.services_by_vip();
         let mut out = Vec::new();
         for (group, verdict) in self.groups.iter().zip(&self.verdicts) {
             for &vip in &group.vips {
                 out.push(VipStatus {
                     vip,
-                    services: group
-                        .services
-                        .iter()
-                        .filter(|s| self.service(s).is_some_and(|c| c.vips.contains(&vip)))
-                        .cloned()
-                        .collect(),
+                    services: by_vip.get(&vip).cloned().unwrap_or_default(),
                     owner: group.owner().map(str::to_string),
                     announced_here: matches!(verdict, Verdict::Owner),
                     candidates: group.candidates.clone(),
@@ -368,47 +318,54 @@ impl Speaker {
     }
 }
 
-fn lb_service(s: &ServiceConfig) -> Service {
-    Service {
-        name: s.name.clone(),
-        vips: s.vips.clone(),
-        nodes: s.nodes.clone(),
-        node_selector: s.node_selector.clone(),
-        health_checked: s.health_check.is_some(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    //! The election's rules, moved from the standalone speaker with their assertions.
     use super::*;
+    use crate::core::MemberState;
+    use crate::model::ServiceSpec;
 
-    fn config(name: &str, extra: &str) -> Config {
-        let text = format!(
-            "node: {{name: {name}}}\ngossip: {{bind: 198.18.0.1}}\nservices:\n  \
-             - {{name: web, vips: [198.18.0.100, 2001:db8::100]}}\n  \
-             - {{name: api, vips: [198.18.0.100]}}\n  \
-             - {{name: dns, vips: [198.18.0.101]}}\n{extra}"
-        );
-        Config::parse(&text, None).unwrap()
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
     }
 
-    fn member(name: &str, state: &'static str) -> Member {
+    fn desired(expected_members: Option<usize>, extra: Option<ServiceSpec>) -> DesiredState {
+        let mut services = vec![
+            ServiceSpec::new("web", [ip("198.18.0.100"), ip("2001:db8::100")]),
+            ServiceSpec::new("api", [ip("198.18.0.100")]),
+            ServiceSpec::new("dns", [ip("198.18.0.101")]),
+        ];
+        services.extend(extra);
+        DesiredState {
+            services,
+            expected_members,
+            ..DesiredState::default()
+        }
+    }
+
+    fn election(name: &str) -> Election {
+        Election::new(name.into(), false, desired(None, None))
+    }
+
+    fn member(name: &str, state: MemberState) -> Member {
         Member {
             name: name.into(),
             addr: "198.18.0.1:7946".parse().unwrap(),
             state,
-            meta: PublishedMeta::default(),
+            meta: Default::default(),
         }
     }
+
+    use MemberState::{Alive, Dead, Suspect};
 
     /// Go's order for 198.18.0.100 puts node-a before node-b and node-c.
     #[test]
     fn owner_takes_and_releases_with_reasons() {
-        let mut a = Speaker::new(config("node-a", ""));
+        let mut a = election("node-a");
         a.set_members([
-            member("node-a", "alive"),
-            member("node-b", "alive"),
-            member("node-c", "suspect"),
+            member("node-a", Alive),
+            member("node-b", Alive),
+            member("node-c", Suspect),
         ]);
         let changes = a.evaluate();
         let taken: Vec<IpAddr> = changes
@@ -418,12 +375,12 @@ mod tests {
                 Change::Released { .. } => None,
             })
             .collect();
-        assert!(taken.contains(&"198.18.0.100".parse().unwrap()));
-        assert!(taken.contains(&"2001:db8::100".parse().unwrap()));
+        assert!(taken.contains(&ip("198.18.0.100")));
+        assert!(taken.contains(&ip("2001:db8::100")));
         // Services sharing 198.18.0.100 are both announced from here.
         let announced = a.announced();
-        assert!(announced.contains(&("web".into(), "198.18.0.100".parse().unwrap())));
-        assert!(announced.contains(&("api".into(), "198.18.0.100".parse().unwrap())));
+        assert!(announced.contains(&("web".into(), ip("198.18.0.100"))));
+        assert!(announced.contains(&("api".into(), ip("198.18.0.100"))));
         // Same view again: nothing changes.
         assert!(a.evaluate().is_empty());
     }
@@ -431,13 +388,13 @@ mod tests {
     #[test]
     fn every_node_agrees_and_only_the_owner_announces() {
         let view = [
-            member("node-a", "alive"),
-            member("node-b", "alive"),
-            member("node-c", "alive"),
+            member("node-a", Alive),
+            member("node-b", Alive),
+            member("node-c", Alive),
         ];
         let mut owners = BTreeMap::<IpAddr, Vec<String>>::new();
         for name in ["node-a", "node-b", "node-c"] {
-            let mut s = Speaker::new(config(name, ""));
+            let mut s = election(name);
             s.set_members(view.clone());
             s.evaluate();
             for v in s.owned_vips() {
@@ -453,24 +410,23 @@ mod tests {
         let view = |a_state| {
             [
                 member("node-a", a_state),
-                member("node-b", "alive"),
-                member("node-c", "alive"),
+                member("node-b", Alive),
+                member("node-c", Alive),
             ]
         };
-        let mut b = Speaker::new(config("node-b", ""));
-        b.set_members(view("alive"));
+        let mut b = election("node-b");
+        b.set_members(view(Alive));
         b.evaluate();
         let before = b.owned_vips();
-        b.set_members(view("dead"));
+        b.set_members(view(Dead));
         let changes = b.evaluate();
         assert!(b.owned_vips().len() >= before.len());
         assert!(changes.iter().all(|c| matches!(c, Change::Taken { .. })));
         // A reload that adds a service changes only what the new service brings.
         let after_death = b.owned_vips();
-        b.set_config(config(
-            "node-b",
-            "  - {name: extra, vips: [198.18.0.102], nodes: [node-c]}\n",
-        ));
+        let mut extra = ServiceSpec::new("extra", [ip("198.18.0.102")]);
+        extra.nodes = Some(["node-c".to_string()].into());
+        b.set_desired(desired(None, Some(extra)));
         assert!(b.evaluate().is_empty());
         assert_eq!(b.owned_vips(), after_death);
     }
@@ -478,9 +434,9 @@ mod tests {
     #[test]
     fn successors_are_who_the_others_elect_once_this_node_left() {
         let names = ["node-a", "node-b", "node-c"];
-        let owner = vigil_lb::rank(names, "198.18.0.100".parse().unwrap())[0];
-        let view = |dead: &str| names.map(|n| member(n, if n == dead { "dead" } else { "alive" }));
-        let mut s = Speaker::new(config(owner, ""));
+        let owner = vigil_lb::rank(names, ip("198.18.0.100"))[0];
+        let view = |dead: &str| names.map(|n| member(n, if n == dead { Dead } else { Alive }));
+        let mut s = election(owner);
         s.set_members(view(""));
         s.evaluate();
         let successors = s.successors();
@@ -491,14 +447,14 @@ mod tests {
         for (vip, next) in &successors {
             // The others, seeing this node gone, elect the same successor.
             let others: Vec<&str> = names.into_iter().filter(|n| *n != owner).collect();
-            let group_key = if *vip == "2001:db8::100".parse::<IpAddr>().unwrap() {
-                "198.18.0.100".parse().unwrap()
+            let group_key = if *vip == ip("2001:db8::100") {
+                ip("198.18.0.100")
             } else {
                 *vip
             };
             let expected = vigil_lb::rank(others, group_key)[0];
             assert_eq!(next.as_deref(), Some(expected), "{vip}");
-            let mut successor = Speaker::new(config(expected, ""));
+            let mut successor = election(expected);
             successor.set_members(view(owner));
             successor.evaluate();
             assert!(successor.owned_vips().iter().any(|v| v.addr == *vip));
@@ -506,8 +462,8 @@ mod tests {
 
         // A node that loses the VIP to a better candidate names it as the successor.
         let others = names.into_iter().filter(|n| *n != owner);
-        let later = vigil_lb::rank(others, "198.18.0.100".parse().unwrap())[0];
-        let mut b = Speaker::new(config(later, ""));
+        let later = vigil_lb::rank(others, ip("198.18.0.100"))[0];
+        let mut b = election(later);
         b.set_members(view(owner));
         b.evaluate();
         b.set_members(view(""));
@@ -519,16 +475,16 @@ mod tests {
         )));
 
         // Alone: nobody to hand over to.
-        let mut alone = Speaker::new(config("node-a", ""));
-        alone.set_members([member("node-a", "alive")]);
+        let mut alone = election("node-a");
+        alone.set_members([member("node-a", Alive)]);
         alone.evaluate();
         assert!(!alone.owned_vips().is_empty());
         assert!(alone.successors().values().all(Option::is_none));
 
         // With the split-brain guard, a leave that drops the rest below a majority has no
         // successor either: the survivor would stay silent.
-        let mut guarded = Speaker::new(config("node-a", "election: {expected_members: 3}\n"));
-        guarded.set_members([member("node-a", "alive"), member("node-b", "alive")]);
+        let mut guarded = Election::new("node-a".into(), false, desired(Some(3), None));
+        guarded.set_members([member("node-a", Alive), member("node-b", Alive)]);
         guarded.evaluate();
         assert!(!guarded.owned_vips().is_empty());
         assert!(guarded.successors().values().all(Option::is_none));
@@ -536,11 +492,11 @@ mod tests {
 
     #[test]
     fn the_split_brain_guard_releases_with_its_reason() {
-        let mut a = Speaker::new(config("node-a", "election: {expected_members: 3}\n"));
-        a.set_members([member("node-a", "alive"), member("node-b", "alive")]);
+        let mut a = Election::new("node-a".into(), false, desired(Some(3), None));
+        a.set_members([member("node-a", Alive), member("node-b", Alive)]);
         a.evaluate();
         assert!(!a.owned_vips().is_empty());
-        a.set_members([member("node-a", "alive"), member("node-b", "dead")]);
+        a.set_members([member("node-a", Alive), member("node-b", Dead)]);
         let changes = a.evaluate();
         assert!(a.owned_vips().is_empty());
         assert!(changes.iter().all(|c| matches!(

@@ -1,6 +1,7 @@
 //! Health checks, like keepalived's track scripts: one task per checked service probes on its
-//! interval and reports when the result flips (after `rise` passes or `fall` failures). A
-//! check starts out failing, so a node becomes a candidate only after its first passes.
+//! interval and reports when the result flips (after `rise` passes or `fall` failures, the
+//! speaker core's [`Hysteresis`]). A check starts out failing, so a node becomes a candidate
+//! only after its first passes.
 
 use super::config::{HealthCheck, Probe};
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
+use vigil_speaker::core::Hysteresis;
 
 /// A check's result flipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,8 +87,7 @@ impl Checks {
 }
 
 async fn run(service: String, check: HealthCheck, tx: mpsc::UnboundedSender<HealthChange>) {
-    let mut passing = false;
-    let mut streak = 0u32;
+    let mut state = Hysteresis::new(check.rise, check.fall);
     let mut ticker = tokio::time::interval(check.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -95,15 +96,7 @@ async fn run(service: String, check: HealthCheck, tx: mpsc::UnboundedSender<Heal
             Ok(r) => r,
             Err(_) => Err(format!("no answer within {:?}", check.timeout)),
         };
-        let ok = result.is_ok();
-        if ok == passing {
-            streak = 0;
-            continue;
-        }
-        streak += 1;
-        if streak >= if ok { check.rise } else { check.fall } {
-            passing = ok;
-            streak = 0;
+        if let Some(passing) = state.record(result.is_ok()) {
             let detail = result.unwrap_or_else(|e| e);
             if tx
                 .send(HealthChange {

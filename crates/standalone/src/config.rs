@@ -2,7 +2,6 @@
 //! [`Config`] before anything starts. Every error names the field at fault, e.g.
 //! `services[1].vips[0]: "198.18.0.300" is not an IP address`.
 
-use crate::cmd::parse_duration;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
@@ -10,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vigil_gossip::Profile;
 use vigil_lb::{MAX_META_LEN, NodeMeta};
+use vigil_speaker::model::{
+    ArpSysctls, DesiredState, GossipSettings, InterfaceSelection, LocalAddressSettings,
+    ServiceSpec, StaticSettings,
+};
 
 /// memberlist's default port.
 pub const DEFAULT_GOSSIP_PORT: u16 = 7946;
@@ -291,19 +294,32 @@ pub enum LoadError {
         /// The parser's message (it names the field and line).
         message: String,
     },
-    /// A field has a bad value.
-    #[error("{path}: {error}")]
+    /// Fields have bad values (every one found), or a file the configuration names cannot
+    /// be used.
+    #[error("{}", .errors.iter().map(|e| format!("{}: {e}", .path.display())).collect::<Vec<_>>().join("\n"))]
     Invalid {
         /// The file.
         path: PathBuf,
-        /// The field and the problem.
-        error: ConfigError,
+        /// Each field and its problem.
+        errors: Vec<ConfigError>,
     },
 }
 
 impl Config {
-    /// Reads and validates a file. `default_name` is used when `node.name` is absent.
+    /// Reads and validates a file, then checks the files it names ([`check_files`](Self::check_files)):
+    /// what the start and a reload use. `default_name` is used when `node.name` is absent.
     pub fn load(path: &Path, default_name: Option<&str>) -> Result<Self, LoadError> {
+        let config = Self::read(path, default_name)?;
+        config.check_files().map_err(|e| LoadError::Invalid {
+            path: path.to_owned(),
+            errors: vec![e],
+        })?;
+        Ok(config)
+    }
+
+    /// Reads and validates a file without touching the files it names (so `vigil status -c`
+    /// needs no access to the keyring).
+    pub fn read(path: &Path, default_name: Option<&str>) -> Result<Self, LoadError> {
         let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
             path: path.to_owned(),
             source,
@@ -313,14 +329,25 @@ impl Config {
                 path: path.to_owned(),
                 message,
             },
-            ParseError::Invalid(error) => LoadError::Invalid {
+            ParseError::Invalid(errors) => LoadError::Invalid {
                 path: path.to_owned(),
-                error,
+                errors,
             },
         })
     }
 
-    /// Parses and validates YAML text.
+    /// Reads the files the configuration names (the keyring file), as the start will: a
+    /// missing or bad keyring is an error naming `gossip.keyring_file`. Kept apart from
+    /// [`parse`](Self::parse), which reads nothing.
+    pub fn check_files(&self) -> Result<(), ConfigError> {
+        if let Some(path) = &self.gossip.keyring_file {
+            vigil_gossip_net::read_keyring_file(path)
+                .map_err(|e| bad("gossip.keyring_file", e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Parses and validates YAML text; pure (no file is read).
     pub fn parse(text: &str, default_name: Option<&str>) -> Result<Self, ParseError> {
         let raw: RawConfig = if text.trim().is_empty() {
             RawConfig::default()
@@ -346,87 +373,204 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The restart-only part, as the speaker takes it.
+    pub fn settings(&self) -> StaticSettings {
+        StaticSettings {
+            node_name: self.node.name.clone(),
+            gossip: GossipSettings {
+                bind: self.gossip.bind,
+                advertise: self.gossip.advertise,
+                profile: self.gossip.profile,
+                label: self.gossip.label.clone(),
+                rejoin_interval: self.gossip.rejoin_interval,
+            },
+            interfaces: InterfaceSelection {
+                include: self.interfaces.include.clone(),
+                exclude: self.interfaces.exclude.clone(),
+            },
+            local_address: self.local_address.as_ref().map(|l| LocalAddressSettings {
+                device: l.device.clone(),
+                arp_sysctls: match l.arp_sysctls {
+                    ArpSysctlsMode::Set => ArpSysctls::Set,
+                    ArpSysctlsMode::Check => ArpSysctls::Check,
+                },
+            }),
+            http_listen: self.http_listen,
+            hold_down: self.election.hold_down,
+            refresh: self.refresh,
+        }
+    }
+
+    /// The runtime part, as one snapshot for the speaker.
+    pub fn desired(&self) -> DesiredState {
+        DesiredState {
+            services: self
+                .services
+                .iter()
+                .map(|s| ServiceSpec {
+                    id: s.name.clone(),
+                    vips: s.vips.clone(),
+                    nodes: s.nodes.clone(),
+                    node_selector: s.node_selector.clone(),
+                    health_checked: s.health_check.is_some(),
+                    interfaces: s.interfaces.clone(),
+                })
+                .collect(),
+            expected_members: self.election.expected_members,
+            seeds: self.gossip.seeds.clone(),
+            labels: self.node.labels.clone(),
+        }
+    }
+
+    /// The checked services and their checks.
+    pub fn health_checks(&self) -> BTreeMap<String, HealthCheck> {
+        self.services
+            .iter()
+            .filter_map(|s| s.health_check.clone().map(|h| (s.name.clone(), h)))
+            .collect()
+    }
+}
+
 /// Why text could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     /// Not YAML of the right shape (the message names the field and line).
     #[error("{0}")]
     Yaml(String),
-    /// A field has a bad value.
-    #[error(transparent)]
-    Invalid(ConfigError),
+    /// Fields have bad values: every one found, in file order by section.
+    #[error("{}", Invalid::lines(.0))]
+    Invalid(Vec<ConfigError>),
 }
 
-fn validate(raw: RawConfig, default_name: Option<&str>) -> Result<Config, ConfigError> {
-    let node = validate_node(raw.node, default_name)?;
-    let gossip = validate_gossip(raw.gossip)?;
-    let interfaces = InterfacesConfig {
-        include: raw
-            .interfaces
+/// Formats a list of field errors one per line.
+struct Invalid;
+
+impl Invalid {
+    fn lines(errors: &[ConfigError]) -> String {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Errors collected while validating, so that one pass reports every bad field.
+#[derive(Debug, Default)]
+struct Collected(Vec<ConfigError>);
+
+impl Collected {
+    /// The value, or `None` with its error kept.
+    fn take<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
+        result.map_err(|e| self.0.push(e)).ok()
+    }
+}
+
+/// Validates the whole file: each section, each service and each optional value on its own,
+/// so every bad field is reported, not only the first. Pure: no file is read.
+fn validate(raw: RawConfig, default_name: Option<&str>) -> Result<Config, Vec<ConfigError>> {
+    let mut errors = Collected::default();
+    let node = errors.take(validate_node(raw.node, default_name));
+    let gossip = errors.take(validate_gossip(raw.gossip));
+    let include = errors.take(
+        raw.interfaces
             .include
             .map(|names| names_set("interfaces.include", names))
-            .transpose()?,
-        exclude: raw
-            .interfaces
+            .transpose(),
+    );
+    let exclude = errors.take(
+        raw.interfaces
             .exclude
             .map(|names| names_set("interfaces.exclude", names).map(|s| s.into_iter().collect()))
-            .transpose()?,
-    };
-    let election = ElectionConfig {
-        hold_down: raw
-            .election
+            .transpose(),
+    );
+    let hold_down = errors.take(
+        raw.election
             .hold_down
             .map(|d| positive_duration("election.hold_down", &d))
-            .transpose()?,
-        expected_members: match raw.election.expected_members {
-            Some(0) => {
-                return Err(bad(
-                    "election.expected_members",
-                    "must be at least 1 (or absent to turn the split-brain guard off)",
-                ));
-            }
-            n => n,
-        },
+            .transpose(),
+    );
+    let expected_members = errors.take(match raw.election.expected_members {
+        Some(0) => Err(bad(
+            "election.expected_members",
+            "must be at least 1 (or absent to turn the split-brain guard off)",
+        )),
+        n => Ok(n),
+    });
+    let refresh = errors.take(
+        raw.announce
+            .refresh
+            .map(|d| refresh_interval("announce.refresh", &d))
+            .transpose(),
+    );
+    let interfaces = InterfacesConfig {
+        include: include.flatten(),
+        exclude: exclude.flatten(),
     };
-    let refresh = raw
-        .announce
-        .refresh
-        .map(|d| positive_duration("announce.refresh", &d))
-        .transpose()?;
-    let local_address = validate_local_address(
+    let local_address = errors.take(validate_local_address(
         raw.announce.local_address,
         raw.announce.arp_sysctls,
         &interfaces,
         &raw.services,
-    )?;
-    let http_listen = match raw.http.listen.as_deref() {
-        None => Some(DEFAULT_HTTP_LISTEN.parse().expect("a socket address")),
-        Some("" | "off") => None,
-        Some(s) => Some(s.parse().map_err(|_| {
+    ));
+    let http_listen = errors.take(match raw.http.listen.as_deref() {
+        None => Ok(Some(DEFAULT_HTTP_LISTEN.parse().expect("a socket address"))),
+        Some("" | "off") => Ok(None),
+        Some(s) => s.parse().map(Some).map_err(|_| {
             bad(
                 "http.listen",
                 format!("{s:?} is not an address:port (or \"off\")"),
             )
-        })?),
-    };
+        }),
+    });
     let mut services = Vec::with_capacity(raw.services.len());
     let mut names = BTreeSet::new();
     for (i, s) in raw.services.into_iter().enumerate() {
         let field = format!("services[{i}]");
-        let service = validate_service(&field, s)?;
-        if !names.insert(service.name.clone()) {
-            return Err(bad(
+        // Names are unique even among services with other errors.
+        if let Some(name) = &s.name
+            && !names.insert(name.clone())
+        {
+            errors.0.push(bad(
                 format!("{field}.name"),
-                format!("{:?} is used by another service", service.name),
+                format!("{name:?} is used by another service"),
             ));
         }
-        services.push(service);
+        if let Some(service) = errors.take(validate_service(&field, s)) {
+            services.push(service);
+        }
     }
+    let (
+        Some(node),
+        Some(gossip),
+        Some(hold_down),
+        Some(expected_members),
+        Some(refresh),
+        Some(local_address),
+        Some(http_listen),
+        [],
+    ) = (
+        node,
+        gossip,
+        hold_down,
+        expected_members,
+        refresh,
+        local_address,
+        http_listen,
+        &errors.0[..],
+    )
+    else {
+        return Err(errors.0);
+    };
     let config = Config {
         node,
         gossip,
         interfaces,
-        election,
+        election: ElectionConfig {
+            hold_down,
+            expected_members,
+        },
         refresh,
         local_address,
         http_listen,
@@ -434,13 +578,13 @@ fn validate(raw: RawConfig, default_name: Option<&str>) -> Result<Config, Config
     };
     let meta = config.largest_meta().encode().len();
     if meta > MAX_META_LEN {
-        return Err(bad(
+        return Err(vec![bad(
             "node.labels",
             format!(
                 "labels and health-checked service names need {meta} bytes of gossip metadata; \
                  memberlist allows {MAX_META_LEN}"
             ),
-        ));
+        )]);
     }
     Ok(config)
 }
@@ -495,10 +639,6 @@ fn validate_gossip(raw: Option<RawGossip>) -> Result<GossipConfig, ConfigError> 
                 bad("gossip.profile", e.to_string())
             })?,
     };
-    if let Some(path) = &raw.keyring_file {
-        vigil_gossip_net::read_keyring_file(path)
-            .map_err(|e| bad("gossip.keyring_file", e.to_string()))?;
-    }
     let label = raw.label.unwrap_or_default();
     if label.len() > MAX_LABEL_LEN {
         return Err(bad(
@@ -795,8 +935,36 @@ fn socket_addr(field: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     ))
 }
 
+/// A duration as humantime writes them (`250ms`, `1.5s`, `10m`, `1h 30m`).
+fn duration(field: &str, s: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(s.trim()).map_err(|e| {
+        bad(
+            field,
+            format!("{s:?} is not a duration ({e}; try 250ms, 1.5s, 10m)"),
+        )
+    })
+}
+
+/// The longest `announce.refresh`: a refresh rarer than this refreshes nothing a switch or
+/// neighbour cache would still hold.
+const MAX_REFRESH: Duration = Duration::from_secs(3600);
+
+fn refresh_interval(field: &str, s: &str) -> Result<Duration, ConfigError> {
+    let d = positive_duration(field, s)?;
+    if d > MAX_REFRESH {
+        return Err(bad(
+            field,
+            format!(
+                "{s:?} is longer than {}",
+                humantime::format_duration(MAX_REFRESH)
+            ),
+        ));
+    }
+    Ok(d)
+}
+
 fn positive_duration(field: &str, s: &str) -> Result<Duration, ConfigError> {
-    let d = parse_duration(s).map_err(|e| bad(field, e))?;
+    let d = duration(field, s)?;
     if d.is_zero() {
         return Err(bad(field, "must be longer than zero"));
     }
@@ -892,9 +1060,11 @@ services:
     health_check: {command: [/bin/true]}
 "#;
 
+    /// The first error of the text, the files it names checked too (as `load` does).
     fn error(text: &str) -> ConfigError {
-        match Config::parse(text, None) {
-            Err(ParseError::Invalid(e)) => e,
+        match Config::parse(text, None).map(|c| c.check_files()) {
+            Err(ParseError::Invalid(e)) => e[0].clone(),
+            Ok(Err(e)) => e,
             other => panic!("expected a field error, got {other:?}"),
         }
     }
@@ -1083,6 +1253,55 @@ services:
     }
 
     #[test]
+    fn every_error_in_the_file_is_reported_in_one_pass() {
+        let text = GOOD
+            .replacen("name: host-a", "name: \"host a\"", 1)
+            .replacen("label: prod", "profile: turbo", 1)
+            .replacen("hold_down: 10s", "hold_down: soon", 1)
+            .replacen("listen: 127.0.0.1:9472", "listen: localhost", 1)
+            .replacen("\"2001:DB8::100\"]", "198.18.0.300]", 1)
+            .replacen("fall: 2", "fall: 0", 1)
+            .replacen("- name: dns", "- name: web", 1);
+        let errors = match Config::parse(&text, None) {
+            Err(ParseError::Invalid(errors)) => errors,
+            other => panic!("expected field errors, got {other:?}"),
+        };
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "node.name",
+                "gossip.profile",
+                "election.hold_down",
+                "http.listen",
+                "services[0].vips[1]",
+                "services[1].name",
+            ],
+            "{errors:?}"
+        );
+        // services[0] stops at its first bad field; the health check's fall is in it.
+        let text = GOOD.replacen("fall: 2", "fall: 0", 1);
+        assert!(matches!(Config::parse(&text, None), Err(ParseError::Invalid(e)) if e.len() == 1));
+        // The printed form has one line per error.
+        let shown = Config::parse(
+            &GOOD
+                .replacen("hold_down: 10s", "hold_down: soon", 1)
+                .replacen("listen: 127.0.0.1:9472", "listen: localhost", 1),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(shown.lines().count(), 2, "{shown}");
+    }
+
+    #[test]
+    fn validation_reads_no_file() {
+        let text = GOOD.replacen("label: prod", "keyring_file: /nonexistent/keyring.json", 1);
+        let c = Config::parse(&text, None).expect("parse reads nothing");
+        assert_eq!(c.check_files().unwrap_err().field, "gossip.keyring_file");
+    }
+
+    #[test]
     fn local_address_is_off_unless_set() {
         let c = Config::parse(GOOD, None).unwrap();
         assert_eq!(c.local_address, None);
@@ -1138,7 +1357,7 @@ services:
 
     #[test]
     fn the_example_in_deploy_validates() {
-        let example = include_str!("../../../../../deploy/standalone.example.yaml");
+        let example = include_str!("../../../deploy/standalone.example.yaml");
         let dir = std::env::temp_dir().join(format!("vigil-example-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let keyring = dir.join("keyring.json");

@@ -1,25 +1,17 @@
-//! `vigil standalone --config FILE`: the speaker without Kubernetes, configured from a YAML
-//! file, like keepalived with N nodes sharing many VIPs.
-//!
-//! - [`config`]: the file and its validation (every error names its field);
-//! - [`speaker`]: the election over the gossip view, and what changed (pure);
-//! - [`health`]: health checks whose results go out in gossip metadata;
-//! - [`daemon`]: the loop wiring gossip, election and announcer, reloads and signals;
-//! - [`local_address`]: the VIPs this node owns held on a host device (`announce.local_address`);
-//! - [`http`], [`metrics`], [`state`]: `/metrics`, `/healthz`, `/readyz`, `/status`.
-
-pub mod config;
-pub mod daemon;
-pub mod health;
-pub mod http;
-pub mod local_address;
-pub mod metrics;
-pub mod speaker;
-pub mod state;
+//! `vigil standalone --config FILE`: parses the arguments and runs `vigil_standalone` (the
+//! file's side) over `vigil_speaker` (the speaker shared with every mode). Signals are
+//! handled here: SIGTERM or SIGINT is the speaker's shutdown; SIGHUP is the file watch's.
 
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+pub use vigil_standalone::{config, host_name};
+
+/// The status document `/status` serves (for `vigil status` and `vigil lab`).
+pub mod state {
+    pub use vigil_speaker::observe::state::*;
+}
 
 /// Run the speaker from a YAML file: gossip with the other nodes, elect an owner for every
 /// VIP as MetalLB does, answer ARP/NDP for the VIPs this node owns.
@@ -37,17 +29,9 @@ pub struct Args {
     #[arg(long, default_value = "info")]
     pub log_level: String,
 
-    /// Validate the file, print the result and exit.
+    /// Validate the file (every error in it), print the result and exit.
     #[arg(long)]
     pub check: bool,
-}
-
-/// The host name, the default node name.
-pub fn host_name() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// Runs `vigil standalone`.
@@ -56,7 +40,9 @@ pub fn run(args: Args) -> ExitCode {
     let config = match config::Config::load(&args.config, default_name.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("vigil standalone: {e}");
+            for line in e.to_string().lines() {
+                eprintln!("vigil standalone: {line}");
+            }
             return ExitCode::from(2);
         }
     };
@@ -96,7 +82,11 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(daemon::run(args.config, config, default_name)) {
+    let speaker = async move {
+        let shutdown = shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+        vigil_standalone::run(args.config, config, default_name, shutdown).await
+    };
+    match runtime.block_on(speaker) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(event = "failed", error = %e, "vigil standalone failed");
@@ -104,4 +94,17 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// SIGTERM or SIGINT: the speaker hands over, leaves and stops.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }

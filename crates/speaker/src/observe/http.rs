@@ -2,6 +2,7 @@
 //! `vigil status`). A deliberately small HTTP/1.x server: GET only, one request per
 //! connection, bounded reads and time, so a stuck client cannot hold anything.
 
+use super::SourceCounters;
 use super::metrics;
 use super::state::Shared;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,9 +19,11 @@ const CONNECTION_DEADLINE: Duration = Duration::from_secs(5);
 
 /// What the endpoint reads from.
 #[derive(Clone)]
-pub struct Sources {
-    /// The daemon's shared state.
+pub struct HttpState {
+    /// The runner's shared state.
     pub shared: Arc<Mutex<Shared>>,
+    /// The config source's reload counters.
+    pub reloads: SourceCounters,
     /// The announcer, for its counters.
     pub l2: Handle,
     /// The gossip node, for its counters and liveness.
@@ -28,20 +31,20 @@ pub struct Sources {
 }
 
 /// Serves until the task is dropped.
-pub async fn serve(listener: TcpListener, sources: Sources) {
+pub async fn serve(listener: TcpListener, state: HttpState) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let sources = sources.clone();
+        let state = state.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(CONNECTION_DEADLINE, handle(stream, &sources)).await;
+            let _ = tokio::time::timeout(CONNECTION_DEADLINE, handle(stream, &state)).await;
         });
     }
 }
 
-async fn handle(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
+async fn handle(mut stream: TcpStream, state: &HttpState) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST {
@@ -58,7 +61,7 @@ async fn handle(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()>
     let (code, kind, body) = if method != "GET" {
         (405, "text/plain", "only GET\n".to_string())
     } else {
-        route(path, sources).await
+        route(path, state).await
     };
     let reason = match code {
         200 => "OK",
@@ -74,22 +77,25 @@ async fn handle(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()>
     stream.shutdown().await
 }
 
-async fn route(path: &str, sources: &Sources) -> (u16, &'static str, String) {
+async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
     let snapshot = || {
-        sources
+        let mut shared = state
             .shared
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        shared.reloads_ok = state.reloads.applied();
+        shared.reloads_rejected = state.reloads.rejected();
+        shared
     };
     match path {
         "/metrics" => {
-            let gossip = sources.gossip.stats().await.ok();
-            let text = metrics::render(&snapshot(), &sources.l2.stats(), gossip.as_ref());
+            let gossip = state.gossip.stats().await.ok();
+            let text = metrics::render(&snapshot(), &state.l2.stats(), gossip.as_ref());
             (200, "text/plain; version=0.0.4", text)
         }
         // Alive: the gossip driver answers.
-        "/healthz" => match sources.gossip.stats().await {
+        "/healthz" => match state.gossip.stats().await {
             Ok(_) => (200, "text/plain", "ok\n".into()),
             Err(e) => (503, "text/plain", format!("{e}\n")),
         },

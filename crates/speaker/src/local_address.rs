@@ -9,7 +9,7 @@
 //! them, with `announce.arp_sysctls: check`). Failures are logged and counted, never fatal
 //! after start.
 
-use super::config::{ArpSysctlsMode, Config, LocalAddressConfig};
+use crate::model::{ArpSysctls as ArpSysctlsMode, LocalAddressSettings};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use tracing::{info, warn};
@@ -42,13 +42,17 @@ pub struct LocalAddresses {
 impl LocalAddresses {
     /// Prepares the device named by `announce.local_address`, if set: it must exist; the ARP
     /// sysctls are set (or checked) on `all` and the interfaces the announcer would use now;
-    /// every configured VIP left on the device by an earlier run is removed. Errors name the
-    /// field at fault and stop the start.
-    pub fn start(config: &Config, selection: &Selection) -> Result<Option<Self>, String> {
-        let Some(LocalAddressConfig {
+    /// every desired VIP (`vips`) left on the device by an earlier run is removed. Errors name
+    /// the field at fault and stop the start. Blocking (netlink and sysctl round trips).
+    pub fn start(
+        settings: Option<&LocalAddressSettings>,
+        selection: &Selection,
+        vips: &BTreeSet<IpAddr>,
+    ) -> Result<Option<Self>, String> {
+        let Some(LocalAddressSettings {
             device,
             arp_sysctls,
-        }) = &config.local_address
+        }) = settings
         else {
             return Ok(None);
         };
@@ -64,12 +68,7 @@ impl LocalAddresses {
             held: BTreeSet::new(),
             counters: AddressCounters::default(),
         };
-        let configured: BTreeSet<IpAddr> = config
-            .services
-            .iter()
-            .flat_map(|s| s.vips.iter().copied())
-            .collect();
-        for vip in configured {
+        for &vip in vips {
             if let Some(Outcome::Done) = this.remove_address(vip, "start") {
                 info!(event = "local_address_stale_removed", vip = %vip, device = %this.device, "removed a VIP an earlier run left on the device");
             }

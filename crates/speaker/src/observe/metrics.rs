@@ -384,9 +384,9 @@ mod tests {
         assert!(text.contains("vigil_l2_defended_total 0"));
         assert!(!text.contains("198.18.0.9"), "removed VIP still exported");
         assert!(!text.contains("vigil_local_address"), "exported while off");
-        shared.local_address = Some(crate::cmd::standalone::state::LocalAddressState {
+        shared.local_address = Some(crate::observe::state::LocalAddressState {
             held: 2,
-            counters: crate::cmd::standalone::local_address::AddressCounters {
+            counters: crate::local_address::AddressCounters {
                 added: 2,
                 add_failed: 1,
                 ..Default::default()
