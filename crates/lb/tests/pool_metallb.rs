@@ -23,7 +23,7 @@ use vigil_lb::pool::{
     ServiceAllocation, ServiceFamily,
 };
 
-const SCENARIOS: usize = 400;
+const SCENARIOS: usize = 1000;
 const SERVICES: u64 = 8;
 
 /// A small deterministic generator (SplitMix64), so a failure names its seed.
@@ -83,7 +83,9 @@ struct Step {
     pool: Option<String>,
     ips: Vec<IpAddr>,
     sharing: Option<String>,
-    port: Port,
+    /// One or two ports (MetalLB's handling of services without ports differs, see
+    /// `tests/pool.rs`).
+    ports: Vec<Port>,
     backend: String,
 }
 
@@ -146,7 +148,7 @@ fn plan_pools(rng: &mut Rng) -> Vec<PoolPlan> {
                 } else {
                     priorities.remove(rng.below(priorities.len() as u64) as usize)
                 };
-                plan.allocation = Some((priority, rng.below(5)));
+                plan.allocation = Some((priority, rng.below(8)));
             }
         }
     }
@@ -188,11 +190,12 @@ fn plan_step(rng: &mut Rng, pools: usize) -> Step {
     } else {
         Vec::new()
     };
-    let port = match rng.below(3) {
-        0 => Port::tcp(80),
-        1 => Port::tcp(443),
-        _ => Port::udp(53),
-    };
+    let all = [Port::tcp(80), Port::tcp(443), Port::udp(53)];
+    let first = rng.below(3) as usize;
+    let mut ports = vec![all[first].clone()];
+    if rng.chance(30) {
+        ports.push(all[(first + 1 + rng.below(2) as usize) % 3].clone());
+    }
     Step {
         kind,
         new_pools,
@@ -207,7 +210,7 @@ fn plan_step(rng: &mut Rng, pools: usize) -> Step {
             .then(|| format!("p{}", rng.below(pools as u64 + 1))),
         ips,
         sharing: rng.chance(60).then(|| format!("k{}", rng.below(2))),
-        port,
+        ports,
         backend: match rng.below(4) {
             0 => "app=x".into(),
             1 => "app=y".into(),
@@ -220,12 +223,23 @@ fn selectors(variant: u64) -> (Vec<String>, Vec<LabelSelector>, Vec<LabelSelecto
     let prod = LabelSelector::labels([("env", "prod")]);
     let app_x = LabelSelector::labels([("app", "x")]);
     let app_in = LabelSelector::everything().with("app", Operator::In, &["x"]);
+    let not_x = LabelSelector::everything().with("app", Operator::NotIn, &["x"]);
+    let has_app = LabelSelector::everything().with("app", Operator::Exists, &[]);
+    let no_team = LabelSelector::everything().with("team", Operator::DoesNotExist, &[]);
+    let env_in = LabelSelector::everything().with("env", Operator::In, &["dev", "test"]);
     match variant {
         0 => (vec![], vec![], vec![]),
         1 => (vec!["a".into()], vec![], vec![]),
         2 => (vec![], vec![prod], vec![]),
         3 => (vec![], vec![], vec![app_x]),
-        _ => (vec!["b".into()], vec![], vec![app_in]),
+        4 => (vec!["b".into()], vec![], vec![app_in]),
+        5 => (vec![], vec![env_in], vec![not_x]),
+        6 => (vec![], vec![], vec![has_app.clone(), no_team]),
+        _ => (
+            vec!["a".into()],
+            vec![LabelSelector::labels([("env", "dev")])],
+            vec![has_app],
+        ),
     }
 }
 
@@ -333,7 +347,7 @@ fn step_json(step: &Step) -> Value {
         "family": family,
         "pool": step.pool.clone().unwrap_or_default(),
         "ips": step.ips.iter().map(|ip| ip.to_string()).collect::<Vec<_>>(),
-        "ports": [{"protocol": step.port.protocol, "port": step.port.port}],
+        "ports": step.ports.iter().map(|p| json!({"protocol": p.protocol, "port": p.port})).collect::<Vec<_>>(),
         "sharing": step.sharing.clone().unwrap_or_default(),
         "backend": step.backend,
     })
@@ -365,7 +379,7 @@ fn request(step: &Step) -> Request {
     };
     r.pool = step.pool.clone();
     r.requested_ips = Ok(step.ips.clone());
-    r.ports = vec![step.port.clone()];
+    r.ports = step.ports.clone();
     r.sharing_key = step.sharing.clone();
     r.backend_key = step.backend.clone();
     r
