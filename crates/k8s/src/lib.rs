@@ -14,6 +14,8 @@
 //! - [`addr`], [`selector`]: Go's address and Kubernetes' label-selector rules.
 //! - [`secret`], [`excludel2`], [`memberlist_file`], [`settings`]: the speaker's key file,
 //!   interface exclusion list, memberlist tuning file, and command line / environment.
+//! - [`source`], [`sink`]: the API half: reflectors feeding the speaker's snapshots, and the
+//!   ServiceL2Status / event writer.
 #![forbid(unsafe_code)]
 
 pub mod addr;
@@ -26,6 +28,8 @@ pub mod memberlist_file;
 pub mod secret;
 pub mod selector;
 pub mod settings;
+pub mod sink;
+pub mod source;
 pub mod state;
 pub mod status;
 pub mod translate;

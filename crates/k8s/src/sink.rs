@@ -1,0 +1,175 @@
+//! What a speaker writes back, as MetalLB's does: one `ServiceL2Status` per announcing node
+//! and Service, and a `nodeAssigned` event on the Service when this node starts announcing.
+//!
+//! The runner's notices arrive synchronously ([`StatusSink::notice`]); they are queued and a
+//! task writes them in order, so the API server is never on the announcing path. A status is
+//! never edited into another (MetalLB's CRD makes its fields immutable): when it must change
+//! it is deleted and created again. At start, statuses this node left behind are deleted.
+
+use crate::crd::{
+    LABEL_ANNOUNCE_NODE, LABEL_SERVICE_NAME, LABEL_SERVICE_NAMESPACE, ServiceL2Status,
+};
+use crate::source::{Shared, Stores};
+use crate::status::service_l2_status;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, Resource};
+use tokio::sync::mpsc;
+use tracing::warn;
+use vigil_speaker::StatusSink;
+use vigil_speaker::core::Action;
+
+/// The notices the writer acts on.
+#[derive(Debug)]
+enum Notice {
+    Announced(String),
+    Withdrawn(String),
+}
+
+/// The speaker's [`StatusSink`] in Kubernetes mode.
+#[derive(Debug)]
+pub struct K8sSink {
+    tx: mpsc::UnboundedSender<Notice>,
+    shared: Shared,
+}
+
+impl K8sSink {
+    /// Starts the writer task for this node's statuses in `namespace`.
+    pub fn start(
+        client: Client,
+        namespace: &str,
+        node: &str,
+        shared: Shared,
+        stores: &Stores,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = Writer {
+            statuses: Api::namespaced(client.clone(), namespace),
+            recorder: Recorder::new(
+                client,
+                Reporter {
+                    controller: "metallb-speaker".into(),
+                    instance: Some(node.to_string()),
+                },
+            ),
+            namespace: namespace.to_string(),
+            node: node.to_string(),
+            shared: shared.clone(),
+            services: stores.services.clone(),
+        };
+        tokio::spawn(writer.run(rx));
+        Self { tx, shared }
+    }
+}
+
+impl StatusSink for K8sSink {
+    fn notice(&mut self, action: &Action) {
+        let (services, vip, announced) = match action {
+            Action::Announced { vip, services, .. } => (services, *vip, true),
+            Action::Withdrawn { vip, services, .. } => (services, *vip, false),
+            _ => return,
+        };
+        for service in services {
+            self.shared.set_announced(service, vip, announced);
+            let notice = if announced {
+                Notice::Announced(service.clone())
+            } else {
+                Notice::Withdrawn(service.clone())
+            };
+            let _ = self.tx.send(notice);
+        }
+    }
+}
+
+struct Writer {
+    statuses: Api<ServiceL2Status>,
+    recorder: Recorder,
+    namespace: String,
+    node: String,
+    shared: Shared,
+    services: kube::runtime::reflector::Store<Service>,
+}
+
+impl Writer {
+    async fn run(self, mut rx: mpsc::UnboundedReceiver<Notice>) {
+        if let Err(e) = self.delete(None).await {
+            warn!(event = "l2status_cleanup_failed", error = %e, "statuses left by an earlier run stay");
+        }
+        while let Some(notice) = rx.recv().await {
+            let result = match &notice {
+                Notice::Announced(id) => self.announced(id).await,
+                Notice::Withdrawn(id) => self.delete(Some(id)).await,
+            };
+            if let Err(e) = result {
+                warn!(event = "l2status_write_failed", notice = ?notice, error = %e, "ServiceL2Status not written");
+            }
+        }
+    }
+
+    fn selector(&self, service: Option<&str>) -> String {
+        let mut sel = format!("{LABEL_ANNOUNCE_NODE}={}", self.node);
+        if let Some((ns, name)) = service.and_then(|s| s.split_once('/')) {
+            sel.push_str(&format!(
+                ",{LABEL_SERVICE_NAMESPACE}={ns},{LABEL_SERVICE_NAME}={name}"
+            ));
+        }
+        sel
+    }
+
+    /// Deletes this node's statuses (for one service, or all).
+    async fn delete(&self, service: Option<&str>) -> Result<(), kube::Error> {
+        let list = self
+            .statuses
+            .list(&ListParams::default().labels(&self.selector(service)))
+            .await?;
+        for old in list {
+            if let Some(name) = old.metadata.name {
+                self.statuses
+                    .delete(&name, &DeleteParams::default())
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn announced(&self, id: &str) -> Result<(), kube::Error> {
+        let Some((ns, name)) = id.split_once('/') else {
+            return Ok(());
+        };
+        let want = service_l2_status(
+            &self.namespace,
+            &self.node,
+            ns,
+            name,
+            &self.shared.interfaces(id),
+        );
+        let have = self
+            .statuses
+            .list(&ListParams::default().labels(&self.selector(Some(id))))
+            .await?;
+        if have.items.len() == 1 && have.items[0].status == want.status {
+            return Ok(());
+        }
+        self.delete(Some(id)).await?;
+        self.statuses.create(&PostParams::default(), &want).await?;
+        let svc = self.services.get(&ObjectRef::new(name).within(ns));
+        if let Some(svc) = svc {
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "nodeAssigned".into(),
+                note: Some(format!(
+                    "announcing from node {:?} with protocol \"layer2\"",
+                    self.node
+                )),
+                action: "announce".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&event, &svc.object_ref(&())).await {
+                warn!(event = "event_failed", service = id, error = %e, "nodeAssigned event not written");
+            }
+        }
+        Ok(())
+    }
+}
