@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(s.metrics_port, Some(7472));
         assert_eq!(s.log_level, LogLevel::Debug);
         assert!(s.ignore_exclude_lb);
-        let ml = s.memberlist.unwrap();
+        let ml = s.memberlist.clone().unwrap();
         assert_eq!(ml.bind_port, DEFAULT_ML_PORT);
         assert_eq!(ml.namespace, "metallb-system");
         assert_eq!(
