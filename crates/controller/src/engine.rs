@@ -38,6 +38,9 @@ use vigil_lb::pool::{Allocator, Labels, PoolCounters, Pools, deprecated_annotati
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "vigil-controller";
 
+/// How long a stop waits for running reconciles before cancelling them.
+const FORCED_STOP_AFTER: Duration = Duration::from_secs(5);
+
 /// What the leader needs from the settings.
 #[derive(Debug, Clone)]
 pub(crate) struct LeadConfig {
@@ -172,10 +175,29 @@ pub(crate) async fn lead(
     rebuild(&ctx, &svc_api).await?;
 
     let reprocess_stream = tokio_stream_from(reprocess_rx);
+    // kube-rs holds its runner until the Service cache is ready, and stops filling that
+    // cache once a graceful shutdown begins: a stop before the first list completes would
+    // wait forever. So the graceful stop also waits for the cache, and a forceful one
+    // follows [`FORCED_STOP_AFTER`] later (dropping the stream cancels what still runs).
+    let graceful = {
+        let (stop, store) = (stop.clone(), svc_store.clone());
+        async move {
+            stop.await;
+            let _ = store.wait_until_ready().await;
+        }
+    };
+    let forced = {
+        let stop = stop.clone();
+        async move {
+            stop.await;
+            tokio::time::sleep(FORCED_STOP_AFTER).await;
+        }
+    };
     controller
         .reconcile_all_on(reprocess_stream)
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(graceful)
         .run(reconcile, error_policy, Arc::clone(&ctx))
+        .take_until(forced)
         .for_each(|r| async move {
             match r {
                 Ok((obj, _)) => debug!(service = %obj, "reconciled"),
