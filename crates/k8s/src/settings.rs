@@ -302,6 +302,13 @@ mod tests {
         assert_eq!(s.metrics_port, Some(7472));
         assert_eq!(s.log_level, LogLevel::Debug);
         assert!(s.ignore_exclude_lb);
+        let opts = crate::translate::Options::from_settings(&s);
+        assert_eq!(
+            (opts.node_name.as_str(), opts.namespace.as_str()),
+            ("a", "metallb-system")
+        );
+        assert!(opts.ignore_exclude_lb && opts.lb_class.is_none());
+        assert!(opts.speaker_selector.is_some());
         let ml = s.memberlist.clone().unwrap();
         assert_eq!(ml.bind_port, DEFAULT_ML_PORT);
         assert_eq!(ml.namespace, "metallb-system");
