@@ -41,6 +41,9 @@ pub enum Command {
     /// outage.
     #[command(long_about = cmd::lab::LONG_ABOUT)]
     Lab(cmd::lab::Args),
+    /// Run the speaker in Kubernetes mode, a drop-in for MetalLB's L2 speaker (MetalLB's
+    /// flags and METALLB_* environment; Go-style `-flag` accepted).
+    Speaker(cmd::speaker::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -49,6 +52,19 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).is_some_and(|a| a == "speaker") {
+        // MetalLB's speaker is a Go program: its DaemonSet may pass `-flag=value`.
+        let words = args
+            .split_off(2)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned());
+        args.extend(
+            vigil_k8s::settings::go_style_args(words)
+                .into_iter()
+                .map(OsString::from),
+        );
+    }
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -67,5 +83,6 @@ where
         Command::Status(args) => cmd::status::run(args),
         Command::Keygen(args) => cmd::keygen::run(args),
         Command::Lab(args) => cmd::lab::run(args),
+        Command::Speaker(args) => cmd::speaker::run(args),
     }
 }

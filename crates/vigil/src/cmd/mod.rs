@@ -4,6 +4,7 @@ pub mod agent;
 pub mod keygen;
 pub mod lab;
 pub mod sim;
+pub mod speaker;
 pub mod standalone;
 pub mod status;
 

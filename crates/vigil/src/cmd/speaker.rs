@@ -1,0 +1,172 @@
+//! `vigil speaker`: Kubernetes mode, a drop-in for MetalLB's L2 speaker. MetalLB's flags and
+//! environment (`vigil_k8s::settings`) with vigil's options on top; the API side is
+//! `vigil_k8s::{source, sink}`, the speaker is `vigil_speaker::run`, shared with every mode.
+//! SIGTERM or SIGINT is the shutdown (hand over, leave).
+
+use clap::{Args as ClapArgs, Parser};
+use std::future::Future;
+use std::process::ExitCode;
+use std::time::Duration;
+use vigil_gossip::Profile;
+use vigil_k8s::settings::{LogLevel, SpeakerArgs, SpeakerSettings};
+use vigil_speaker::model::{GossipSettings, InterfaceSelection, StaticSettings};
+
+/// Run the speaker in Kubernetes mode, with MetalLB's speaker flags and environment.
+#[derive(Debug, Parser)]
+pub struct Args {
+    /// MetalLB's flags (each also read from its METALLB_* variable).
+    #[command(flatten)]
+    pub metallb: SpeakerArgs,
+    /// vigil's own options.
+    #[command(flatten)]
+    pub vigil: VigilOptions,
+}
+
+/// vigil's options beyond MetalLB's.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct VigilOptions {
+    /// Gossip timing profile: fast (vigil's, sub-second failover), lan (MetalLB's), wan, local.
+    #[arg(long = "profile", env = "VIGIL_PROFILE", default_value = "fast")]
+    pub profile: Profile,
+    /// Fail-back hold-down after start (e.g. 30s); none by default, as in MetalLB.
+    #[arg(long = "hold-down", env = "VIGIL_HOLD_DOWN", value_parser = super::parse_duration)]
+    pub hold_down: Option<Duration>,
+    /// Gratuitous ARP / NA refresh period for owned VIPs (none by default).
+    #[arg(long = "refresh", env = "VIGIL_REFRESH", value_parser = super::parse_duration)]
+    pub refresh: Option<Duration>,
+}
+
+/// Runs `vigil speaker`.
+pub fn run(args: Args) -> ExitCode {
+    let service_account_ns =
+        || std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok();
+    let settings = match args.metallb.resolve(service_account_ns) {
+        Ok(s) => s,
+        Err(e) => return fail(2, e),
+    };
+    let Some(statics) = static_settings(&settings, &args.vigil) else {
+        return fail(
+            2,
+            "memberlist is required: set --ml-bindaddr (METALLB_ML_BIND_ADDR) and --ml-labels (METALLB_ML_LABELS)",
+        );
+    };
+    if let Err(e) = init_json_logs(&settings.log_level) {
+        return fail(2, e);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(speak(settings, statics)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(event = "failed", error = %e, "vigil speaker failed");
+            fail(1, e)
+        }
+    }
+}
+
+/// JSON lines on stderr at MetalLB's log level.
+fn init_json_logs(level: &LogLevel) -> Result<(), String> {
+    let filter = match level {
+        LogLevel::All => "trace",
+        LogLevel::Debug => "debug",
+        LogLevel::Info => "info",
+        LogLevel::Warn => "warn",
+        LogLevel::Error => "error",
+        LogLevel::None => "off",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_target(false)
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    Ok(())
+}
+
+/// A client from `--kubeconfig`, else the in-cluster (or `KUBECONFIG`) configuration.
+pub(crate) async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no in-cluster configuration and no --kubeconfig: {e}"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))
+}
+
+/// SIGTERM or SIGINT.
+pub(crate) fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("vigil speaker: {e}");
+    ExitCode::from(code)
+}
+
+/// The speaker's restart-only settings: gossip on MetalLB's memberlist address and port.
+fn static_settings(settings: &SpeakerSettings, vigil: &VigilOptions) -> Option<StaticSettings> {
+    let ml = settings.memberlist.as_ref()?;
+    Some(StaticSettings {
+        node_name: settings.node_name.clone(),
+        gossip: GossipSettings {
+            bind: (ml.bind_addr, ml.bind_port).into(),
+            advertise: None,
+            profile: vigil.profile,
+            label: String::new(),
+            rejoin_interval: Duration::from_secs(5),
+        },
+        interfaces: InterfaceSelection::default(),
+        local_address: None,
+        http_listen: settings.metrics_port.map(|p| (ml.bind_addr, p).into()),
+        hold_down: vigil.hold_down,
+        refresh: vigil.refresh,
+    })
+}
+
+async fn speak(settings: SpeakerSettings, statics: StaticSettings) -> Result<(), String> {
+    let shutdown = shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+    let mut shutdown = std::pin::pin!(shutdown);
+    let client = kube_client(settings.kubeconfig.as_deref()).await?;
+    let shared = vigil_k8s::source::Shared::default();
+    // Nothing is announced before every store has listed; a signal meanwhile just stops.
+    let started = tokio::select! {
+        started = vigil_k8s::source::start(client.clone(), &settings, shared.clone()) => started,
+        () = &mut shutdown => return Ok(()),
+    };
+    let (source, stores) = started.map_err(|e| format!("kubernetes: {e}"))?;
+    let sink = vigil_k8s::sink::K8sSink::start(
+        client,
+        &settings.namespace,
+        &settings.node_name,
+        shared,
+        &stores,
+    );
+    vigil_speaker::run(statics, source, sink, shutdown)
+        .await
+        .map_err(|e| e.to_string())
+}
