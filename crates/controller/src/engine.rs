@@ -9,7 +9,8 @@
 //! allocator handed out stays held in memory until the Service is reconciled again, so a
 //! failed write never frees it for anyone else. At start, before the first reconcile, the
 //! allocator is rebuilt from every Service's current ingress (MetalLB's `reprocessAll`
-//! order), so a new leader keeps every allocation.
+//! order), so a new leader keeps every allocation. Before each Service write the Lease is
+//! read again, so a replica that lost the Lease without noticing yet does not write.
 //!
 //! Deleted Services: kube-rs's `Controller` does not reconcile objects that are gone, and
 //! MetalLB uses no finalizer, so a metadata-only watch on Services reports deletions (and
@@ -19,6 +20,7 @@ use crate::events::{self, ServiceEvent, Severity};
 use crate::pools;
 use crate::service;
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -47,6 +49,7 @@ pub(crate) struct LeadConfig {
     pub(crate) namespace: String,
     pub(crate) lb_class: Option<String>,
     pub(crate) identity: String,
+    pub(crate) lease_name: String,
 }
 
 /// Why a reconcile failed (it is retried).
@@ -60,12 +63,15 @@ pub enum ReconcileError {
         /// The failure.
         source: kube::Error,
     },
+    /// The Lease names another holder: this replica must not write (it stops leading as
+    /// soon as the election notices).
+    #[error("the Lease is held by another replica")]
+    NotLeader,
 }
 
 impl ReconcileError {
     fn is_conflict(&self) -> bool {
-        let Self::Api { source, .. } = self;
-        matches!(source, kube::Error::Api(s) if s.is_conflict())
+        matches!(self, Self::Api { source: kube::Error::Api(s), .. } if s.is_conflict())
     }
 }
 
@@ -405,6 +411,23 @@ impl Ctx {
         Ok(())
     }
 
+    /// Reads the Lease right before a Service write: the election reports a lost Lease only
+    /// when it next syncs, so without this a replica cut off from renewing could still write
+    /// while its successor allocates. The window left is one write.
+    async fn check_leader(&self) -> Result<(), ReconcileError> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        let lease = leases
+            .get_opt(&self.cfg.lease_name)
+            .await
+            .map_err(failed("read lease"))?;
+        let holder = lease.and_then(|l| l.spec?.holder_identity);
+        if holder.as_deref() == Some(self.cfg.identity.as_str()) {
+            Ok(())
+        } else {
+            Err(ReconcileError::NotLeader)
+        }
+    }
+
     async fn publish(&self, svc: &Service, ev: &ServiceEvent) {
         let event = Event {
             type_: match ev.severity {
@@ -482,6 +505,7 @@ async fn reconcile(obj: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Reconcile
         for a in deprecated_annotations(&annotations) {
             evs.push(events::deprecated(a));
         }
+        ctx.check_leader().await?;
         let pp = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()

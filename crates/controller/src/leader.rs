@@ -80,6 +80,7 @@ pub async fn run(
         namespace: settings.namespace.clone(),
         lb_class: settings.lb_class.clone(),
         identity: settings.identity.clone(),
+        lease_name: settings.lease_name.clone(),
     };
     loop {
         tokio::select! {
