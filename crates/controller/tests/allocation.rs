@@ -258,6 +258,12 @@ fn restart_keeps_every_allocation() {
     lab.cp().block_on(async {
         ensure_namespace(c, APP).await.unwrap();
         create_pool(c, "p", json!({"addresses": ["198.18.40.0/30"]})).await;
+        create_pool(
+            c,
+            "q",
+            json!({"addresses": ["198.18.41.0/30"], "autoAssign": false}),
+        )
+        .await;
     });
     let first = Replica::start(lab.cp(), settings("first"));
     let kept = lab.cp().block_on(async {
@@ -288,6 +294,31 @@ fn restart_keeps_every_allocation() {
             .replace_status("s5", &PostParams::default(), &s5)
             .await
             .unwrap();
+        // Two Services carrying one IP they may not share: the first in MetalLB's order
+        // (namespace, then name) keeps it, the other is cleared and allocated again.
+        for name in ["c-first", "c-second"] {
+            let mut s = create(
+                c,
+                &lb_service(
+                    APP,
+                    name,
+                    80,
+                    &[("metallb.io/address-pool", "q")],
+                    json!({}),
+                ),
+            )
+            .await;
+            s.status = Some(
+                serde_json::from_value(
+                    json!({"loadBalancer": {"ingress": [{"ip": "198.18.41.2"}]}}),
+                )
+                .unwrap(),
+            );
+            Api::<Service>::namespaced(c.clone(), APP)
+                .replace_status(name, &PostParams::default(), &s)
+                .await
+                .unwrap();
+        }
     });
     let second = Replica::start(lab.cp(), settings("second"));
     lab.cp().block_on(async {
@@ -302,6 +333,11 @@ fn restart_keeps_every_allocation() {
             ingress(&s5),
             ["198.18.40.3".parse::<std::net::IpAddr>().unwrap()]
         );
+        wait_ingress(c, APP, "c-first", &["198.18.41.2"]).await;
+        wait_ingress(c, APP, "c-second", &["198.18.41.0"]).await;
+        let note = wait_event(c, APP, "c-second", "Normal", "ClearAssignment").await;
+        assert!(note.contains("198.18.41.2"), "{note}");
+        wait_event(c, APP, "c-second", "Normal", "IPAllocated").await;
         // s2 and s3 were not written at all.
         let (s2, s3) = &kept;
         for old in [s2, s3] {
