@@ -12,7 +12,9 @@ use crate::crd::{
 use crate::source::{Shared, Stores};
 use crate::status::service_l2_status;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource};
@@ -153,7 +155,29 @@ impl Writer {
             return Ok(());
         }
         self.delete(Some(id)).await?;
-        self.statuses.create(&PostParams::default(), &want).await?;
+        // The typed root carries no apiVersion/kind, which a create needs; and `status` is a
+        // subresource: the create ignores it, so it is written after.
+        let resource = ApiResource::erase::<ServiceL2Status>(&());
+        let untyped: Api<DynamicObject> = Api::namespaced_with(
+            self.statuses.clone().into_client(),
+            &self.namespace,
+            &resource,
+        );
+        let object = DynamicObject::new("", &resource).data(serde_json::json!({ "spec": {} }));
+        let object = DynamicObject {
+            metadata: want.metadata.clone(),
+            ..object
+        };
+        let created = untyped.create(&PostParams::default(), &object).await?;
+        let object_name = created.metadata.name.unwrap_or_default();
+        let status = serde_json::json!({ "status": want.status });
+        self.statuses
+            .patch_status(
+                &object_name,
+                &PatchParams::default(),
+                &Patch::Merge(&status),
+            )
+            .await?;
         let svc = self.services.get(&ObjectRef::new(name).within(ns));
         if let Some(svc) = svc {
             let event = Event {

@@ -42,6 +42,8 @@ use vigil_speaker::{HealthReport, Source};
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// How often the memberlist key file is looked at.
 const KEY_POLL: Duration = Duration::from_secs(1);
+/// How often speaker Pods are listed.
+const POD_POLL: Duration = Duration::from_secs(10);
 
 /// What the source and the status sink share: the interfaces each Service is announced
 /// from (for ServiceL2Status), and what this node announces (for MetalLB's refusal of a
@@ -166,8 +168,8 @@ pub async fn start(
         ads: reflect(Api::namespaced(client.clone(), ns), all.clone(), &changed),
         services: reflect(Api::all(client.clone()), all.clone(), &changed),
         slices: reflect(Api::all(client.clone()), all.clone(), &changed),
-        nodes: reflect(Api::all(client.clone()), all.clone(), &changed),
-        pods: reflect(Api::namespaced(client.clone(), &pod_ns), all, &changed),
+        nodes: reflect(Api::all(client.clone()), all, &changed),
+        pods: poll_list(Api::namespaced(client.clone(), &pod_ns), &changed),
     };
     stores.wait_ready().await?;
     let mut builder = Builder {
@@ -272,6 +274,50 @@ where
                     kind = %K::kind(&()),
                     error = %e,
                     "watch failed; retrying, the cache in force stays"
+                ),
+            }
+        }
+    });
+    reader
+}
+
+/// A store filled by listing every [`POD_POLL`], not watching: MetalLB's speaker role may
+/// list speaker Pods but not watch them (MetalLB itself lists them at start and then every
+/// few minutes). A failed list keeps the last one.
+fn poll_list<K>(api: Api<K>, changed: &Arc<Notify>) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, mut writer) = reflector::store();
+    let changed = Arc::clone(changed);
+    tokio::spawn(async move {
+        let mut poll = tokio::time::interval(POD_POLL);
+        let mut last_versions: Option<Vec<Option<String>>> = None;
+        loop {
+            poll.tick().await;
+            match api.list(&kube::api::ListParams::default()).await {
+                Ok(list) => {
+                    let versions = list
+                        .items
+                        .iter()
+                        .map(|o| o.meta().resource_version.clone())
+                        .collect();
+                    if last_versions.as_ref() == Some(&versions) {
+                        continue;
+                    }
+                    last_versions = Some(versions);
+                    writer.apply_watcher_event(&watcher::Event::Init);
+                    for object in list.items {
+                        writer.apply_watcher_event(&watcher::Event::InitApply(object));
+                    }
+                    writer.apply_watcher_event(&watcher::Event::InitDone);
+                    changed.notify_one();
+                }
+                Err(e) => warn!(
+                    event = "k8s_list_error",
+                    kind = %K::kind(&()),
+                    error = %e,
+                    "list failed; the last one stays"
                 ),
             }
         }

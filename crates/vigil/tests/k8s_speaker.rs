@@ -1,0 +1,424 @@
+//! `vigil speaker` in Kubernetes mode against a real kube-apiserver (vigil-testenv): three
+//! lab hosts each run the vigil binary with MetalLB's speaker flags, under MetalLB's own
+//! speaker ServiceAccount and RBAC; MetalLB's CRDs come from the Go module cache.
+//!
+//! Lab (as in kubelab's MetalLB smoke test): the API server on `cp` (198.18.0.2), speaker
+//! hosts `a`, `b`, `c` (198.18.0.11-13), a client (198.18.0.100), one bridge. The test writes
+//! the Service's `status.loadBalancer.ingress` itself (198.18.0.200, inside the pool), so no
+//! controller is involved. Root and the Go programs are needed (skips otherwise, fails under
+//! `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`). No durations are asserted: every wait is a
+//! bounded poll; the outage the client saw is printed.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, Patch, PatchParams};
+use vigil_kubelab::metallb::{self, METALLB_NAMESPACE, MemberlistKey, SpeakerConfig};
+use vigil_kubelab::{
+    ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml, arp_ask,
+    create_endpoint_slice, create_service, ensure_namespace,
+};
+
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
+const VIP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 200);
+const SPEAKERS: [(&str, &str, [u8; 4]); 3] = [
+    ("a", "node-a", [198, 18, 0, 11]),
+    ("b", "node-b", [198, 18, 0, 12]),
+    ("c", "node-c", [198, 18, 0, 13]),
+];
+/// Our own configuration objects (MetalLB's API, in our words).
+const POOL_AND_AD: &str = r#"
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata:
+  name: lab
+  namespace: metallb-system
+spec:
+  addresses:
+    - 198.18.0.200-198.18.0.209
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: lab
+  namespace: metallb-system
+spec:
+  ipAddressPools:
+    - lab
+  interfaces:
+    - eth0
+"#;
+/// Bounds on the waits (generous: two shared cores).
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+const FAILOVER_LIMIT: Duration = Duration::from_secs(30);
+
+/// The lab, its speakers, their settings and their hosts' MACs.
+type Cluster = (KubeLab, Vec<VigilSpeaker>, Vec<SpeakerConfig>, Vec<String>);
+
+/// One `vigil speaker` process on a lab host, killed (SIGKILL) when dropped.
+struct VigilSpeaker {
+    node: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl VigilSpeaker {
+    fn start(
+        lab: &KubeLab,
+        config: &SpeakerConfig,
+        kubeconfig: &Path,
+        key: &MemberlistKey,
+    ) -> Self {
+        let dir = lab.cp().work_dir().join("vigil").join(&config.node);
+        let key_dir = dir.join("memberlist-key");
+        std::fs::create_dir_all(&key_dir).expect("speaker dir");
+        std::fs::write(key_dir.join("secretkey"), key.as_str()).expect("key file");
+        let log = dir.join("speaker.log");
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &lab.bridge().ns(&config.host)])
+            .arg(env!("CARGO_BIN_EXE_vigil"))
+            .arg("speaker")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--namespace={}", config.namespace))
+            .arg(format!("--node-name={}", config.node))
+            .arg(format!("--pod-name={}", config.pod_name()))
+            .arg(format!("--ml-bindaddr={}", config.ip))
+            .arg(format!("--ml-bindport={}", config.memberlist_port))
+            .arg(format!("--ml-labels={}", metallb::speaker_label_selector()))
+            .arg(format!("--ml-secret-key-path={}", key_dir.display()))
+            .arg("--port=0")
+            .arg("--log-level=info")
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start vigil speaker");
+        Self {
+            node: config.node.clone(),
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn check_running(&mut self) {
+        if let Some(child) = &mut self.child
+            && let Some(status) = child.try_wait().expect("try_wait")
+        {
+            panic!(
+                "vigil speaker {} exited ({status}); log ends:\n{}",
+                self.node,
+                self.log_tail(30)
+            );
+        }
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait (bounded): whether it exited by itself.
+    fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+}
+
+impl Drop for VigilSpeaker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
+    let bridge = lab.bridge_mut();
+    bridge.add_namespace(host);
+    bridge.plug(host, "eth0");
+    bridge.ip(host, &["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
+}
+
+/// The lab with MetalLB's CRDs, RBAC, namespace and Secret, the speakers' Nodes and Pods,
+/// the pool and advertisement, and Service `smoke/web` at [`VIP`] with ready endpoints on
+/// every node; then the three vigil speakers. Returns the speakers, their configs and MACs.
+fn start_cluster(test: &str, tag: &str) -> Option<Cluster> {
+    if !vigil_netlab::root_or_skip(test) {
+        return None;
+    }
+    let cp_config = ControlPlaneConfig {
+        tokens: metallb::metallb_service_account_tokens(),
+        ..ControlPlaneConfig::default()
+    };
+    let mut lab = KubeLab::start(tag, test, cp_config)?;
+    let configs: Vec<SpeakerConfig> = SPEAKERS
+        .iter()
+        .map(|(host, node, ip)| SpeakerConfig::new(host, node, IpAddr::from(*ip)))
+        .collect();
+    for (host, _, ip) in SPEAKERS {
+        plug(&mut lab, host, Ipv4Addr::from(ip));
+    }
+    plug(&mut lab, "client", CLIENT_IP);
+    let macs: Vec<String> = configs
+        .iter()
+        .map(|c| lab.bridge().mac(&c.host, "eth0"))
+        .collect();
+    let client = lab.cp().client().expect("admin client");
+    let key = MemberlistKey::random().expect("a memberlist key");
+    let kubeconfigs = metallb::write_metallb_kubeconfigs(lab.cp()).expect("MetalLB kubeconfigs");
+    lab.cp().block_on(async {
+        metallb::install_metallb(&client, METALLB_NAMESPACE, &key)
+            .await
+            .expect("install MetalLB's CRDs, namespace and Secret");
+        metallb::install_metallb_rbac(&client)
+            .await
+            .expect("MetalLB's RBAC");
+        metallb::register_speakers(&client, &configs)
+            .await
+            .expect("speaker Nodes and Pods");
+        apply_yaml(&client, "pool and L2Advertisement", POOL_AND_AD)
+            .await
+            .expect("apply the pool and the L2Advertisement");
+        ensure_namespace(&client, "smoke").await.expect("namespace");
+        create_service(&client, &TestService::load_balancer("smoke", "web"))
+            .await
+            .expect("service");
+        let mut slice = TestSlice::for_service("smoke", "web");
+        for (i, config) in configs.iter().enumerate() {
+            let endpoint = IpAddr::from([198, 18, 1, 10 + u8::try_from(i).unwrap()]);
+            slice = slice.endpoint(TestEndpoint::ready(endpoint, &config.node));
+        }
+        create_endpoint_slice(&client, &slice)
+            .await
+            .expect("endpoint slice");
+        // What a controller would write: the IP, through the status subresource.
+        let services: Api<Service> = Api::namespaced(client.clone(), "smoke");
+        let status = serde_json::json!({
+            "status": { "loadBalancer": { "ingress": [ { "ip": VIP.to_string() } ] } }
+        });
+        services
+            .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("write status.loadBalancer.ingress");
+    });
+    let speakers = configs
+        .iter()
+        .map(|c| VigilSpeaker::start(&lab, c, &kubeconfigs.speaker, &key))
+        .collect();
+    Some((lab, speakers, configs, macs))
+}
+
+/// Asks until only `mac` answers (or `limit` passes); the last answers.
+fn wait_only(
+    lab: &KubeLab,
+    speakers: &mut [VigilSpeaker],
+    mac: &str,
+    limit: Duration,
+) -> Vec<vigil_kubelab::ArpAnswer> {
+    let ns = lab.bridge().ns("client");
+    let end = Instant::now() + limit;
+    loop {
+        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(200))
+            .expect("ask ARP from the client");
+        if (!answers.is_empty() && answers.iter().all(|a| a.mac == mac)) || Instant::now() > end {
+            return answers;
+        }
+        for s in speakers.iter_mut() {
+            s.check_running();
+        }
+    }
+}
+
+fn logs(speakers: &[VigilSpeaker]) -> String {
+    speakers
+        .iter()
+        .map(|s| format!("--- {}\n{}", s.node, s.log_tail(20)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until a ServiceL2Status names `node` for smoke/web on eth0; all statuses seen.
+fn wait_status(lab: &KubeLab, node: &str) -> Vec<metallb::L2Status> {
+    let client = lab.cp().client().expect("admin client");
+    let expected = metallb::L2Status {
+        node: node.to_string(),
+        service_namespace: "smoke".to_string(),
+        service_name: "web".to_string(),
+        interfaces: vec!["eth0".to_string()],
+    };
+    lab.cp().block_on(async {
+        let end = Instant::now() + SETTLE_LIMIT;
+        loop {
+            let statuses = metallb::l2_statuses(&client, METALLB_NAMESPACE)
+                .await
+                .expect("list ServiceL2Status");
+            if statuses.contains(&expected) || Instant::now() > end {
+                break statuses;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// The first node MetalLB's election ranks for [`VIP`] among `nodes`.
+fn first(nodes: &[&str]) -> String {
+    vigil_lb::rank(nodes.iter().copied(), IpAddr::V4(VIP))[0].to_string()
+}
+
+/// SIGKILLs the owner and waits for the next node to answer alone; prints the outage.
+fn kill_owner_and_wait(
+    test: &str,
+    lab: &KubeLab,
+    speakers: &mut [VigilSpeaker],
+    configs: &[SpeakerConfig],
+    macs: &[String],
+    owner: &str,
+) -> String {
+    let owner_index = configs.iter().position(|c| c.node == owner).expect("owner");
+    let rest: Vec<&str> = configs
+        .iter()
+        .map(|c| c.node.as_str())
+        .filter(|n| *n != owner)
+        .collect();
+    let next = first(&rest);
+    let next_index = configs.iter().position(|c| c.node == next).expect("next");
+    let killed_at = Instant::now();
+    speakers[owner_index].kill();
+    let ns = lab.bridge().ns("client");
+    let end = killed_at + FAILOVER_LIMIT;
+    let mut last_old = None;
+    let answered = loop {
+        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(20))
+            .expect("ask ARP from the client");
+        if answers.iter().any(|a| a.mac == macs[owner_index]) {
+            last_old = Some(killed_at.elapsed());
+        }
+        if answers.iter().any(|a| a.mac == macs[next_index]) {
+            break Some(killed_at.elapsed());
+        }
+        if Instant::now() > end {
+            break None;
+        }
+    };
+    let Some(answered) = answered else {
+        panic!(
+            "{test}: no answer from {next} within {FAILOVER_LIMIT:?} after {owner} was killed; logs:\n{}",
+            logs(speakers)
+        );
+    };
+    let settled = wait_only(lab, speakers, &macs[next_index], SETTLE_LIMIT);
+    assert!(
+        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[next_index]),
+        "{test}: after the kill expected only {next} to answer, got {settled:?}"
+    );
+    eprintln!(
+        "{test}: {owner} SIGKILLed; the client's first answer from {next} came {answered:?} after the kill \
+         (last answer from the dead owner's MAC: {last_old:?})"
+    );
+    next
+}
+
+#[test]
+fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
+    const TEST: &str = "vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill";
+    let started = Instant::now();
+    let Some((lab, mut speakers, configs, macs)) = start_cluster(TEST, "vk-spk") else {
+        return;
+    };
+    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
+    let owner = first(&nodes);
+    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
+    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    assert!(
+        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        "{VIP}: expected only {owner} ({}) to answer, got {settled:?}; logs:\n{}",
+        macs[owner_index],
+        logs(&speakers)
+    );
+    let settled_at = started.elapsed();
+    let statuses = wait_status(&lab, &owner);
+    assert!(
+        statuses
+            .iter()
+            .any(|s| s.node == owner && s.interfaces == ["eth0"]),
+        "no ServiceL2Status naming {owner}: {statuses:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    assert!(
+        statuses.iter().all(|s| s.node == owner),
+        "only the owner keeps a ServiceL2Status: {statuses:?}"
+    );
+
+    let next = kill_owner_and_wait(TEST, &lab, &mut speakers, &configs, &macs, &owner);
+    let statuses = wait_status(&lab, &next);
+    assert!(
+        statuses.iter().any(|s| s.node == next),
+        "no ServiceL2Status naming {next} after the failover: {statuses:?}"
+    );
+    for s in &mut speakers {
+        if s.child.is_some() {
+            s.check_running();
+            assert!(s.stop(), "vigil speaker {} stops on SIGTERM", s.node);
+        }
+    }
+    eprintln!(
+        "{TEST}: {owner} answered alone after {settled_at:?}; total {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn vigil_speakers_fail_over_while_the_api_server_is_paused() {
+    const TEST: &str = "vigil_speakers_fail_over_while_the_api_server_is_paused";
+    let Some((mut lab, mut speakers, configs, macs)) = start_cluster(TEST, "vk-spp") else {
+        return;
+    };
+    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
+    let owner = first(&nodes);
+    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
+    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    assert!(
+        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        "expected only {owner} to answer, got {settled:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    lab.cp_mut().pause();
+    let next = kill_owner_and_wait(TEST, &lab, &mut speakers, &configs, &macs, &owner);
+    lab.cp_mut().resume();
+    // After the API server is back, the survivors' caches resume and the answer stays right.
+    let next_index = nodes.iter().position(|n| *n == next).expect("next");
+    let statuses = wait_status(&lab, &next);
+    assert!(
+        statuses.iter().any(|s| s.node == next),
+        "no ServiceL2Status naming {next} once the API server is back: {statuses:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    let after = wait_only(&lab, &mut speakers, &macs[next_index], SETTLE_LIMIT);
+    assert!(
+        !after.is_empty() && after.iter().all(|a| a.mac == macs[next_index]),
+        "after the API server resumed expected only {next}, got {after:?}"
+    );
+}
