@@ -120,7 +120,7 @@ pub(crate) async fn lead(
         .default_backoff()
         .touched_objects();
     let svc_api: Api<Service> = Api::all(client.clone());
-    let controller = Controller::new(svc_api.clone(), watcher::Config::default());
+    let controller = Controller::new(svc_api, watcher::Config::default());
     let svc_store = controller.store();
 
     let reporter = Reporter {
@@ -178,7 +178,7 @@ pub(crate) async fn lead(
             return Ok(());
         }
     }
-    rebuild(&ctx, &svc_api).await?;
+    rebuild(&ctx).await?;
 
     let reprocess_stream = tokio_stream_from(reprocess_rx);
     // kube-rs holds its runner until the Service cache is ready, and stops filling that
@@ -221,34 +221,12 @@ fn tokio_stream_from(mut rx: mpsc::UnboundedReceiver<()>) -> impl Stream<Item = 
 
 /// Rebuilds the allocator from every Service's current ingress (a fresh list), before any
 /// reconcile: MetalLB's restart order, every valid carried allocation kept.
-async fn rebuild(ctx: &Ctx, svc_api: &Api<Service>) -> Result<(), ReconcileError> {
+async fn rebuild(ctx: &Ctx) -> Result<(), ReconcileError> {
     let mut st = ctx.state.lock().await;
-    let Some(pools) = ctx.current_pools() else {
-        st.alloc = None;
-        return Ok(());
+    st.alloc = match ctx.current_pools() {
+        Some(pools) => Some(ctx.rebuilt(pools).await?),
+        None => None,
     };
-    let list = svc_api
-        .list(&ListParams::default())
-        .await
-        .map_err(failed("list services"))?;
-    let carried: Vec<_> = list
-        .items
-        .iter()
-        .filter(|s| {
-            service::handled(s, ctx.cfg.lb_class.as_deref()) && service::is_load_balancer(s)
-        })
-        .filter_map(|s| {
-            let req = service::request(s, &ctx.namespace_labels(s)).ok()?;
-            Some((req, service::ingress_ips(s)))
-        })
-        .collect();
-    let n = carried.len();
-    let (alloc, _) = Allocator::rebuild(pools, carried);
-    info!(
-        services = n,
-        allocations = alloc.allocations().len(),
-        "allocations rebuilt"
-    );
     for p in ctx.pools.state() {
         let name = p.name_any();
         if let Some(s) = &p.status {
@@ -264,7 +242,6 @@ async fn rebuild(ctx: &Ctx, svc_api: &Api<Service>) -> Result<(), ReconcileError
             );
         }
     }
-    st.alloc = Some(alloc);
     Ok(())
 }
 
@@ -319,6 +296,35 @@ async fn watch_deletions(
 }
 
 impl Ctx {
+    /// An allocator over `pools` holding what every Service carries now (a fresh list, not
+    /// the cache), in MetalLB's restart order.
+    async fn rebuilt(&self, pools: Pools) -> Result<Allocator, ReconcileError> {
+        let api: Api<Service> = Api::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(failed("list services"))?;
+        let carried: Vec<_> = list
+            .items
+            .iter()
+            .filter(|s| {
+                service::handled(s, self.cfg.lb_class.as_deref()) && service::is_load_balancer(s)
+            })
+            .filter_map(|s| {
+                let req = service::request(s, &self.namespace_labels(s)).ok()?;
+                Some((req, service::ingress_ips(s)))
+            })
+            .collect();
+        let n = carried.len();
+        let (alloc, _) = Allocator::rebuild(pools, carried);
+        info!(
+            services = n,
+            allocations = alloc.allocations().len(),
+            "allocations rebuilt"
+        );
+        Ok(alloc)
+    }
+
     /// The pools in the cache as one configuration, `None` (with a log line) if invalid.
     fn current_pools(&self) -> Option<Pools> {
         let objects = self.pools.state();
@@ -357,24 +363,24 @@ impl Ctx {
     }
 
     /// Brings the allocator's pools in line with the cache. Returns whether they changed.
-    fn refresh_pools(&self, st: &mut State) -> bool {
+    async fn refresh_pools(&self, st: &mut State) -> Result<bool, ReconcileError> {
         let Some(pools) = self.current_pools() else {
-            return false;
+            return Ok(false);
         };
         match st.alloc.as_mut() {
-            Some(alloc) if alloc.pools() == &pools => false,
+            Some(alloc) if alloc.pools() == &pools => Ok(false),
             Some(alloc) => {
                 let released = alloc.set_pools(pools);
                 if !released.is_empty() {
                     info!(services = ?released, "released: their IPs are in no pool any more");
                 }
-                true
+                Ok(true)
             }
-            // A first valid configuration: nothing can be allocated yet, so nothing is lost
-            // by starting empty; each Service's carried IPs are assigned as it converges.
+            // The first valid configuration since leading began: rebuilt from what Services
+            // carry, as at start, so no carried IP goes to another Service first.
             None => {
-                st.alloc = Some(Allocator::new(pools));
-                true
+                st.alloc = Some(self.rebuilt(pools).await?);
+                Ok(true)
             }
         }
     }
@@ -451,7 +457,7 @@ async fn reconcile(obj: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Reconcile
     let name = obj.name_any();
     let api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let mut st = ctx.state.lock().await;
-    if ctx.refresh_pools(&mut st) {
+    if ctx.refresh_pools(&mut st).await? {
         let _ = ctx.reprocess.send(());
     }
     let Some(svc) = api.get_opt(&name).await.map_err(failed("get service"))? else {
