@@ -3,15 +3,19 @@
 
 use std::time::Duration;
 
+/// Where a pod finds its own namespace.
+const POD_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
 /// `vigil controller`'s flags. MetalLB's controller reads the same names (`--namespace` /
 /// `METALLB_NAMESPACE`, `--ml-secret-name` / `METALLB_ML_SECRET_NAME`, `--deployment` /
 /// `METALLB_DEPLOYMENT`, `--lb-class`), so a MetalLB manifest's arguments and environment
 /// carry over.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Namespace of the IPAddressPools, the memberlist Secret and the leader Lease.
+    /// Namespace of the IPAddressPools, the memberlist Secret and the leader Lease
+    /// (default, as MetalLB: the pod's own, from its ServiceAccount token mount).
     #[arg(long, env = "METALLB_NAMESPACE")]
-    pub namespace: String,
+    pub namespace: Option<String>,
     /// Name of the memberlist Secret to create when it is missing; empty: create none.
     #[arg(
         long = "ml-secret-name",
@@ -67,7 +71,9 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgsError {
     /// `--namespace` is empty.
-    #[error("--namespace (METALLB_NAMESPACE) must name a namespace")]
+    #[error(
+        "--namespace (METALLB_NAMESPACE) must name a namespace (none given, and not running in a pod)"
+    )]
     NoNamespace,
     /// `--lease-duration` is below 2 s or not whole seconds.
     #[error("--lease-duration {0:?} must be whole seconds, at least 2s")]
@@ -85,7 +91,13 @@ pub enum ArgsError {
 impl Args {
     /// Checks the flags.
     pub fn settings(&self) -> Result<Settings, ArgsError> {
-        if self.namespace.is_empty() {
+        let namespace = match self.namespace.as_deref() {
+            Some(ns) => ns.to_string(),
+            None => std::fs::read_to_string(POD_NAMESPACE_FILE)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+        };
+        if namespace.is_empty() {
             return Err(ArgsError::NoNamespace);
         }
         let whole = |d: Duration| d.subsec_nanos() == 0;
@@ -103,7 +115,7 @@ impl Args {
         };
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
         Ok(Settings {
-            namespace: self.namespace.clone(),
+            namespace,
             ml_secret_name: non_empty(&self.ml_secret_name),
             deployment: non_empty(&self.deployment),
             lb_class: non_empty(&self.lb_class),
