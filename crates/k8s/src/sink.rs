@@ -11,11 +11,11 @@ use crate::crd::{
 };
 use crate::source::{Shared, Stores};
 use crate::status::service_l2_status;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource};
 use tokio::sync::mpsc;
@@ -48,14 +48,7 @@ impl K8sSink {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let writer = Writer {
-            statuses: Api::namespaced(client.clone(), namespace),
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: "metallb-speaker".into(),
-                    instance: Some(node.to_string()),
-                },
-            ),
+            statuses: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
             node: node.to_string(),
             shared: shared.clone(),
@@ -87,7 +80,6 @@ impl StatusSink for K8sSink {
 
 struct Writer {
     statuses: Api<ServiceL2Status>,
-    recorder: Recorder,
     namespace: String,
     node: String,
     shared: Shared,
@@ -178,22 +170,49 @@ impl Writer {
                 &Patch::Merge(&status),
             )
             .await?;
-        let svc = self.services.get(&ObjectRef::new(name).within(ns));
-        if let Some(svc) = svc {
-            let event = Event {
-                type_: EventType::Normal,
-                reason: "nodeAssigned".into(),
-                note: Some(format!(
-                    "announcing from node {:?} with protocol \"layer2\"",
-                    self.node
-                )),
-                action: "announce".into(),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&event, &svc.object_ref(&())).await {
+        if let Some(svc) = self.services.get(&ObjectRef::new(name).within(ns)) {
+            let note = format!(
+                "announcing from node {:?} with protocol \"layer2\"",
+                self.node
+            );
+            if let Err(e) = self.event(&svc, "nodeAssigned", &note).await {
                 warn!(event = "event_failed", service = id, error = %e, "nodeAssigned event not written");
             }
         }
+        Ok(())
+    }
+
+    /// A core/v1 Event on `svc` (MetalLB's speaker role may create those, not
+    /// `events.k8s.io` ones).
+    async fn event(&self, svc: &Service, reason: &str, message: &str) -> Result<(), kube::Error> {
+        let ns = svc.metadata.namespace.clone().unwrap_or_default();
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let event = CoreEvent {
+            metadata: ObjectMeta {
+                generate_name: Some(format!(
+                    "{}.",
+                    svc.metadata.name.as_deref().unwrap_or("service")
+                )),
+                namespace: Some(ns.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: svc.object_ref(&()),
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            type_: Some("Normal".into()),
+            source: Some(EventSource {
+                component: Some("metallb-speaker".into()),
+                host: Some(self.node.clone()),
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            reporting_component: Some("metallb-speaker".into()),
+            reporting_instance: Some(self.node.clone()),
+            ..CoreEvent::default()
+        };
+        let events: Api<CoreEvent> = Api::namespaced(self.statuses.clone().into_client(), &ns);
+        events.create(&PostParams::default(), &event).await?;
         Ok(())
     }
 }

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use vigil_kubelab::metallb::{self, METALLB_NAMESPACE, MemberlistKey, SpeakerConfig};
 use vigil_kubelab::{
     ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml, arp_ask,
@@ -283,6 +283,27 @@ fn wait_status(lab: &KubeLab, node: &str) -> Vec<metallb::L2Status> {
     })
 }
 
+/// Waits until a `nodeAssigned` Event on smoke/web names `node`; the messages seen.
+fn wait_node_assigned(lab: &KubeLab, node: &str) -> Vec<String> {
+    let client = lab.cp().client().expect("admin client");
+    let events: Api<Event> = Api::namespaced(client, "smoke");
+    let wanted = format!("announcing from node \"{node}\" with protocol \"layer2\"");
+    lab.cp().block_on(async {
+        let end = Instant::now() + SETTLE_LIMIT;
+        loop {
+            let list = events
+                .list(&ListParams::default().fields("involvedObject.name=web,reason=nodeAssigned"))
+                .await
+                .expect("list events");
+            let messages: Vec<String> = list.items.into_iter().filter_map(|e| e.message).collect();
+            if messages.contains(&wanted) || Instant::now() > end {
+                break messages;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
 /// The first node MetalLB's election ranks for [`VIP`] among `nodes`.
 fn first(nodes: &[&str]) -> String {
     vigil_lb::rank(nodes.iter().copied(), IpAddr::V4(VIP))[0].to_string()
@@ -309,12 +330,12 @@ fn kill_owner_and_wait(
     speakers[owner_index].kill();
     let ns = lab.bridge().ns("client");
     let end = killed_at + FAILOVER_LIMIT;
-    let mut last_old = None;
+    let mut unanswered = 0u32;
     let answered = loop {
         let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(20))
             .expect("ask ARP from the client");
-        if answers.iter().any(|a| a.mac == macs[owner_index]) {
-            last_old = Some(killed_at.elapsed());
+        if answers.is_empty() {
+            unanswered += 1;
         }
         if answers.iter().any(|a| a.mac == macs[next_index]) {
             break Some(killed_at.elapsed());
@@ -336,7 +357,7 @@ fn kill_owner_and_wait(
     );
     eprintln!(
         "{test}: {owner} SIGKILLed; the client's first answer from {next} came {answered:?} after the kill \
-         (last answer from the dead owner's MAC: {last_old:?})"
+         ({unanswered} ARP questions of 20 ms went unanswered before it)"
     );
     next
 }
@@ -372,12 +393,30 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
         "only the owner keeps a ServiceL2Status: {statuses:?}"
     );
 
+    let messages = wait_node_assigned(&lab, &owner);
+    assert!(
+        messages.iter().any(|m| m.contains(&format!("{owner:?}"))),
+        "no nodeAssigned event naming {owner}: {messages:?}; logs:\n{}",
+        logs(&speakers)
+    );
+
     let next = kill_owner_and_wait(TEST, &lab, &mut speakers, &configs, &macs, &owner);
     let statuses = wait_status(&lab, &next);
     assert!(
         statuses.iter().any(|s| s.node == next),
         "no ServiceL2Status naming {next} after the failover: {statuses:?}"
     );
+    // Everything above ran under MetalLB's own speaker RBAC: nothing vigil asked was refused.
+    for s in &speakers {
+        let log = std::fs::read_to_string(&s.log).unwrap_or_default();
+        let refused: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
+        assert!(
+            refused.is_empty(),
+            "{}: requests refused by MetalLB's RBAC:\n{}",
+            s.node,
+            refused.join("\n")
+        );
+    }
     for s in &mut speakers {
         if s.child.is_some() {
             s.check_running();
