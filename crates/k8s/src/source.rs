@@ -456,3 +456,69 @@ async fn watch_key(
 fn receiver_stream<T>(mut rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Unpin {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::{Announceable, Nobody, Peer, PeerSource};
+
+    fn announceable(id: &str, nodes: &[&str], interfaces: Interfaces) -> Announceable {
+        Announceable {
+            id: id.into(),
+            vips: vec!["198.18.0.200".parse().unwrap()],
+            pool: "lab".into(),
+            eligible_nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            preferences: BTreeMap::new(),
+            interfaces,
+            nobody: None,
+        }
+    }
+
+    fn peer(ip: &str, node: Option<&str>, source: PeerSource) -> Peer {
+        Peer {
+            addr: ip.parse().unwrap(),
+            node: node.map(str::to_string),
+            source,
+        }
+    }
+
+    #[test]
+    fn node_view_maps_onto_desired_state() {
+        let mut nobody = announceable("ns/nobody", &["a", "b"], Interfaces::All);
+        nobody.nobody = Some(Nobody::NoServableEndpoint);
+        let view = NodeView {
+            node: "a".into(),
+            services: vec![
+                announceable("ns/web", &["a", "b"], Interfaces::All),
+                announceable(
+                    "ns/eth",
+                    &["b"],
+                    Interfaces::Only(["eth0".to_string()].into()),
+                ),
+                nobody,
+            ],
+            ignored: Vec::new(),
+            peers: vec![
+                peer("198.18.0.11", Some("a"), PeerSource::PodIp),
+                peer("198.18.0.12", Some("b"), PeerSource::PodIp),
+                peer("198.18.0.12", Some("b"), PeerSource::NodeInternalIp),
+                peer("198.18.0.13", None, PeerSource::PodIp),
+            ],
+        };
+        let desired = desired_state(&view, 7946);
+        let web = desired.service("ns/web").unwrap();
+        assert_eq!(web.nodes, Some(["a".to_string(), "b".to_string()].into()));
+        assert_eq!(web.interfaces, None);
+        assert!(!web.health_checked && web.node_selector.is_empty());
+        let eth = desired.service("ns/eth").unwrap();
+        assert_eq!(eth.interfaces, Some(["eth0".to_string()].into()));
+        // A rule that says nobody announces is an empty candidate set, never "any node".
+        assert_eq!(
+            desired.service("ns/nobody").unwrap().nodes,
+            Some(Default::default())
+        );
+        // Peers at the gossip port, each once, this node's own left out.
+        assert_eq!(desired.seeds, ["198.18.0.12:7946", "198.18.0.13:7946"]);
+        assert_eq!(desired.expected_members, None);
+    }
+}
