@@ -44,6 +44,9 @@ pub enum Command {
     /// Run the speaker in Kubernetes mode, a drop-in for MetalLB's L2 speaker (MetalLB's
     /// flags and METALLB_* environment; Go-style `-flag` accepted).
     Speaker(cmd::speaker::Args),
+    /// Allocate LoadBalancer IPs from MetalLB's IPAddressPools, a drop-in for MetalLB's
+    /// controller (leader election on a Lease).
+    Controller(cmd::controller::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -84,5 +87,6 @@ where
         Command::Keygen(args) => cmd::keygen::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Speaker(args) => cmd::speaker::run(args),
+        Command::Controller(args) => cmd::controller::run(args),
     }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod agent;
+pub mod controller;
 pub mod keygen;
 pub mod lab;
 pub mod sim;

@@ -1,0 +1,67 @@
+//! `vigil controller`: MetalLB-compatible IP allocation for LoadBalancer Services
+//! (`vigil_controller`), with `--kubeconfig` or in-cluster configuration. SIGTERM or SIGINT
+//! releases the Lease and stops.
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Allocate LoadBalancer IPs from MetalLB's IPAddressPools, as MetalLB's controller does.
+#[derive(Debug, Parser)]
+pub struct Args {
+    /// The controller's flags (MetalLB's names and environment).
+    #[command(flatten)]
+    pub controller: vigil_controller::Args,
+    /// Kubeconfig file (default: in-cluster configuration).
+    #[arg(long = "kubeconfig", env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Log filter: error, warn, info, debug, trace, or a tracing directive.
+    #[arg(long = "log-level", default_value = "info")]
+    pub log_level: String,
+}
+
+/// Runs `vigil controller`.
+pub fn run(args: Args) -> ExitCode {
+    let settings = match args.controller.settings() {
+        Ok(s) => s,
+        Err(e) => return fail(2, e),
+    };
+    let filter = match tracing_subscriber::EnvFilter::try_new(&args.log_level) {
+        Ok(f) => f,
+        Err(e) => return fail(2, format!("--log-level {:?}: {e}", args.log_level)),
+    };
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_target(false)
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
+    };
+    let controller = async move {
+        let shutdown = super::speaker::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+        let client = super::speaker::kube_client(args.kubeconfig.as_deref()).await?;
+        vigil_controller::run(settings, client, shutdown)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match runtime.block_on(controller) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(event = "failed", error = %e, "vigil controller failed");
+            fail(1, e)
+        }
+    }
+}
+
+fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("vigil controller: {e}");
+    ExitCode::from(code)
+}
