@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 /// Allocate LoadBalancer IPs from MetalLB's IPAddressPools, as MetalLB's controller does.
 #[derive(Debug, Parser)]
+#[group(id = "vigil_controller_command")]
 pub struct Args {
     /// The controller's flags (MetalLB's names and environment).
     #[command(flatten)]
@@ -64,4 +65,22 @@ pub fn run(args: Args) -> ExitCode {
 fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
     eprintln!("vigil controller: {e}");
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Flattened argument structs must not collide (clap checks this only at run time).
+    #[test]
+    fn the_command_line_is_consistent() {
+        crate::Cli::command().debug_assert();
+        for words in [
+            &["vigil", "controller", "--namespace=m"][..],
+            &["vigil", "speaker", "--node-name=a"][..],
+        ] {
+            let cli = <crate::Cli as clap::Parser>::try_parse_from(words);
+            assert!(cli.is_ok(), "{words:?}: {cli:?}");
+        }
+    }
 }
