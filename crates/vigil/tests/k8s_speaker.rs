@@ -66,6 +66,35 @@ struct VigilSpeaker {
 }
 
 impl VigilSpeaker {
+    /// `vigil controller` in the control plane's namespace, with the admin's kubeconfig
+    /// (vigil's controller elects on a Lease, which MetalLB's controller role does not cover).
+    fn start_controller(lab: &KubeLab) -> Self {
+        let dir = lab.cp().work_dir().join("vigil").join("controller");
+        std::fs::create_dir_all(&dir).expect("controller dir");
+        let log = dir.join("controller.log");
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let child = Command::new("ip")
+            .args(["netns", "exec", lab.cp().ns()])
+            .arg(env!("CARGO_BIN_EXE_vigil"))
+            .arg("controller")
+            .arg(format!(
+                "--kubeconfig={}",
+                lab.cp().kubeconfig_path().display()
+            ))
+            .arg(format!("--namespace={METALLB_NAMESPACE}"))
+            .arg("--identity=controller-0")
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start vigil controller");
+        Self {
+            node: "controller".into(),
+            child: Some(child),
+            log,
+        }
+    }
+
     fn start(
         lab: &KubeLab,
         config: &SpeakerConfig,
@@ -165,7 +194,7 @@ fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
 /// The lab with MetalLB's CRDs, RBAC, namespace and Secret, the speakers' Nodes and Pods,
 /// the pool and advertisement, and Service `smoke/web` at [`VIP`] with ready endpoints on
 /// every node; then the three vigil speakers. Returns the speakers, their configs and MACs.
-fn start_cluster(test: &str, tag: &str) -> Option<Cluster> {
+fn start_cluster(test: &str, tag: &str, allocate: Allocate) -> Option<Cluster> {
     if !vigil_netlab::root_or_skip(test) {
         return None;
     }
@@ -214,6 +243,9 @@ fn start_cluster(test: &str, tag: &str) -> Option<Cluster> {
         create_endpoint_slice(&client, &slice)
             .await
             .expect("endpoint slice");
+        if allocate == Allocate::VigilController {
+            return;
+        }
         // What a controller would write: the IP, through the status subresource.
         let services: Api<Service> = Api::namespaced(client.clone(), "smoke");
         let status = serde_json::json!({
@@ -224,11 +256,54 @@ fn start_cluster(test: &str, tag: &str) -> Option<Cluster> {
             .await
             .expect("write status.loadBalancer.ingress");
     });
-    let speakers = configs
+    let mut speakers: Vec<VigilSpeaker> = configs
         .iter()
         .map(|c| VigilSpeaker::start(&lab, c, &kubeconfigs.speaker, &key))
         .collect();
+    if allocate == Allocate::VigilController {
+        let mut controller = VigilSpeaker::start_controller(&lab);
+        let ingress = wait_ingress(&lab, &mut controller);
+        assert_eq!(
+            ingress,
+            Some(IpAddr::V4(VIP)),
+            "vigil controller: the first free IP of the pool expected; log ends:\n{}",
+            controller.log_tail(30)
+        );
+        speakers.push(controller);
+    }
     Some((lab, speakers, configs, macs))
+}
+
+/// Who writes the Service's ingress IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Allocate {
+    /// The test, through the status subresource.
+    Test,
+    /// `vigil controller`, from the pool.
+    VigilController,
+}
+
+/// The first ingress IP of smoke/web, once there is one (bounded).
+fn wait_ingress(lab: &KubeLab, controller: &mut VigilSpeaker) -> Option<IpAddr> {
+    let services: Api<Service> = Api::namespaced(lab.cp().client().expect("admin client"), "smoke");
+    let end = Instant::now() + SETTLE_LIMIT;
+    while Instant::now() < end {
+        controller.check_running();
+        let svc = lab
+            .cp()
+            .block_on(services.get("web"))
+            .expect("get the service");
+        let ip = svc
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .and_then(|ingress| ingress.into_iter().find_map(|i| i.ip));
+        if let Some(ip) = ip {
+            return Some(ip.parse().expect("an IP in status.loadBalancer.ingress"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
 }
 
 /// Asks until only `mac` answers (or `limit` passes); the last answers.
@@ -366,7 +441,8 @@ fn kill_owner_and_wait(
 fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
     const TEST: &str = "vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill";
     let started = Instant::now();
-    let Some((lab, mut speakers, configs, macs)) = start_cluster(TEST, "vk-spk") else {
+    let Some((lab, mut speakers, configs, macs)) = start_cluster(TEST, "vk-spk", Allocate::Test)
+    else {
         return;
     };
     let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
@@ -432,7 +508,9 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
 #[test]
 fn vigil_speakers_fail_over_while_the_api_server_is_paused() {
     const TEST: &str = "vigil_speakers_fail_over_while_the_api_server_is_paused";
-    let Some((mut lab, mut speakers, configs, macs)) = start_cluster(TEST, "vk-spp") else {
+    let Some((mut lab, mut speakers, configs, macs)) =
+        start_cluster(TEST, "vk-spp", Allocate::Test)
+    else {
         return;
     };
     let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
@@ -459,5 +537,38 @@ fn vigil_speakers_fail_over_while_the_api_server_is_paused() {
     assert!(
         !after.is_empty() && after.iter().all(|a| a.mac == macs[next_index]),
         "after the API server resumed expected only {next}, got {after:?}"
+    );
+}
+
+#[test]
+fn vigil_controller_allocates_and_vigil_speakers_announce() {
+    const TEST: &str = "vigil_controller_allocates_and_vigil_speakers_announce";
+    let started = Instant::now();
+    let Some((lab, mut speakers, configs, macs)) =
+        start_cluster(TEST, "vk-spc", Allocate::VigilController)
+    else {
+        return;
+    };
+    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
+    let owner = first(&nodes);
+    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
+    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    assert!(
+        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        "expected only {owner} to answer for the allocated {VIP}, got {settled:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    let statuses = wait_status(&lab, &owner);
+    assert!(
+        statuses.iter().any(|s| s.node == owner),
+        "no ServiceL2Status naming {owner}: {statuses:?}"
+    );
+    for s in &mut speakers {
+        s.check_running();
+        assert!(s.stop(), "{} stops on SIGTERM", s.node);
+    }
+    eprintln!(
+        "{TEST}: allocated and answered by {owner}; total {:?}",
+        started.elapsed()
     );
 }
