@@ -1,9 +1,20 @@
-//! Test support for vigil's network-namespace tests: a throwaway lab with a bridge in a
-//! namespace of its own and hosts plugged into it with veth pairs.
+//! vigil's lab and bench tooling, one implementation each, for the tests, the benches and
+//! `vigil lab`:
+//!
+//! - [`Bridge`]: a throwaway lab, a bridge in a namespace of its own and hosts plugged into it
+//!   with veth pairs;
+//! - [`netns`]: running a thread of the calling process inside one of those namespaces;
+//! - [`prober`]: the failover prober (ARP, neighbour solicitations, ICMP echo) and the outage
+//!   arithmetic over what it recorded, used by `vigil-l2-client watch` and `vigil lab`;
+//! - the `vigil-l2-client` and `vigil-l2-announce` binaries (`src/bin`), with [`args`].
 //!
 //! Nothing here touches the root namespace. Every namespace a [`Bridge`] creates carries its
 //! unique prefix and is deleted when the `Bridge` is dropped, even when a test fails; the
 //! processes a test starts are its own to kill (by PID) before that.
+
+pub mod args;
+pub mod netns;
+pub mod prober;
 
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};

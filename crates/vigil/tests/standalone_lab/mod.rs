@@ -30,7 +30,7 @@ fn l2_client() -> PathBuf {
     let path = PathBuf::from(VIGIL).with_file_name("vigil-l2-client");
     assert!(
         path.exists(),
-        "{} is missing: build it with `cargo build -p vigil-l2-net` (cargo test --workspace does)",
+        "{} is missing: build it with `cargo build -p vigil-netlab` (cargo test --workspace does)",
         path.display()
     );
     path

@@ -3,7 +3,7 @@
 
 use super::cluster::{self, CLIENT4, CLIENT6, HTTP, Lab, VIP4, VIP6};
 use super::probe::{self, Family, Outage, Prober, Questions};
-use super::{Args, DEFAULT_PREFIX, Scenario, Stop, check_interrupt, netns, pause};
+use super::{Args, DEFAULT_PREFIX, Scenario, Stop, check_interrupt, pause};
 use crate::cmd::standalone::state::Status;
 use crate::cmd::status::render;
 use nix::sys::signal::Signal;
@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 use vigil_l2::wire::ethernet::Address as Mac;
+use vigil_netlab::netns;
 
 /// Prints steps with the time since the start.
 struct Steps {

@@ -3,7 +3,6 @@
 //! records, per round of questions, which MACs answered. [`outage`] reads a failover out of
 //! those rounds.
 
-use super::netns;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +12,7 @@ use vigil_l2::frames;
 use vigil_l2::wire::ethernet::{self, Address as Mac, EtherType};
 use vigil_l2::wire::{arp, icmpv6, ipv6, ndisc};
 use vigil_l2_net::{Filter, PacketSocket};
+use vigil_netlab::netns;
 
 /// Which VIP of the pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

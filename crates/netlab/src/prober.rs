@@ -32,7 +32,7 @@ use vigil_l2::frames;
 use vigil_l2::wire::arp;
 use vigil_l2::wire::ethernet::{self, Address as Mac, EtherType};
 
-use crate::{Filter, PacketSocket};
+use vigil_l2_net::{Filter, PacketSocket};
 
 /// What kind of probe an answer answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

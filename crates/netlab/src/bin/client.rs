@@ -45,9 +45,9 @@ use std::time::{Duration, Instant};
 use vigil_l2::frames;
 use vigil_l2::wire::ethernet::{self, Address as EthernetAddress, EtherType};
 use vigil_l2::wire::{arp, icmpv6, ipv6, ndisc};
-use vigil_l2_net::args::{self, Args};
-use vigil_l2_net::watch::{self, Event, Kind, WatchConfig};
 use vigil_l2_net::{Filter, PacketSocket};
+use vigil_netlab::args::{self, Args};
+use vigil_netlab::prober::{self as watch, Event, Kind, WatchConfig};
 
 /// An answer about the target, as printed.
 fn describe(frame: &[u8], target: IpAddr) -> Option<String> {
