@@ -134,7 +134,14 @@ fn fail_over(
     let failed_at = prober.now();
     let what = match args.scenario {
         Scenario::HostLoss => {
-            cluster::ip(&["-n", &lab.bridge_ns(), "link", "set", owner, "down"])?;
+            cluster::ip(&[
+                "-n",
+                &lab.bridge_ns(),
+                "link",
+                "set",
+                &lab.port(owner),
+                "down",
+            ])?;
             format!(
                 "host loss: {owner}'s link is down (its bridge port, in {})",
                 lab.bridge_ns()
@@ -414,12 +421,12 @@ fn print_keep_help(lab: &Lab, exe: &std::path::Path, args: &Args, owner: &str) {
     }
     if args.scenario == Scenario::HostLoss {
         lines.push((
-            format!("ip -n {br} link set {owner} up"),
+            format!("ip -n {br} link set {} up", lab.port(owner)),
             format!("plug {owner} back in (the lab unplugged it)"),
         ));
     } else {
         lines.push((
-            format!("ip -n {br} link set {} down", first.name),
+            format!("ip -n {br} link set {} down", lab.port(&first.name)),
             format!("unplug {} (up plugs it back in)", first.name),
         ));
     }
