@@ -1,7 +1,9 @@
-//! A continuous prober for failover measurements: on one interface of the client, it asks for a
-//! target IPv4 address with an ARP request every few milliseconds (and optionally sends an ICMP
-//! echo request to it), records every answer with a monotonic timestamp and the MAC that gave
-//! it, and computes the outages a client saw.
+//! The failover prober, the one both `vigil-l2-client watch` (benches, tests) and `vigil lab`
+//! use: on one interface of the client, every few milliseconds it asks for a target IPv4
+//! address with an ARP request (and, optionally, for a target IPv6 address with a neighbour
+//! solicitation, or sends an ICMP echo request to the IPv4 one), records every answer with a
+//! monotonic timestamp, the MAC that gave it and the round of questions it arrived in, and
+//! computes the outages a client saw.
 //!
 //! ```text
 //!   every interval: ARP request (broadcast) ──┐        ARP replies / gratuitous ARPs ──> Answer
@@ -19,18 +21,21 @@
 //! and sequence number.
 //!
 //! The socket's BPF filter is switched to [`Filter::ArpAndIcmp`], which also lets IPv4 ICMP
-//! through (the announcer's filters drop it).
+//! through (the announcer's filters drop it), or to [`Filter::Answers`] (ARP and neighbour
+//! advertisements) when an IPv6 target is asked for; ICMP and IPv6 are not probed together.
 //!
 //! [`outages`] and [`summarize`] are pure functions over the recorded answers, so the outage
 //! arithmetic is tested without a network.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use vigil_l2::frames;
 use vigil_l2::wire::arp;
 use vigil_l2::wire::ethernet::{self, Address as Mac, EtherType};
+use vigil_l2::wire::{icmpv6, ipv6, ndisc};
 
 use vigil_l2_net::{Filter, PacketSocket};
 
@@ -41,6 +46,8 @@ pub enum Kind {
     Arp,
     /// An ICMP echo reply from the target.
     Icmp,
+    /// A neighbour advertisement for the IPv6 target.
+    Ndp,
 }
 
 impl Kind {
@@ -49,6 +56,7 @@ impl Kind {
         match self {
             Self::Arp => "arp",
             Self::Icmp => "icmp",
+            Self::Ndp => "ndp",
         }
     }
 }
@@ -209,6 +217,17 @@ pub struct WatchConfig {
     /// End the watch this long after the ARP answers first come from a different MAC (a
     /// failover seen), rather than at `duration`.
     pub stop_after_change: Option<Duration>,
+    /// Also ask for an IPv6 address with a neighbour solicitation each round.
+    pub ipv6: Option<Ipv6Question>,
+}
+
+/// The IPv6 half of a watch: who asks, for what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Question {
+    /// The client's IPv6 address on the interface.
+    pub src_ip: Ipv6Addr,
+    /// The address watched.
+    pub target: Ipv6Addr,
 }
 
 /// Something worth a line while watching.
@@ -218,6 +237,14 @@ pub enum Event {
     Answer(Answer),
     /// The ICMP probes now go to this MAC (the latest ARP answer's).
     IcmpTo(Duration, Mac),
+    /// A round of questions went out: the `round`-th (from 1), at `at`. Answers until the
+    /// next round carry this number.
+    Round {
+        /// Its number.
+        round: u64,
+        /// When it was sent.
+        at: Duration,
+    },
 }
 
 /// The recorded answers of a finished watch.
@@ -229,6 +256,8 @@ pub struct Recording {
     pub arp_probes: u64,
     /// ICMP echo requests sent.
     pub icmp_probes: u64,
+    /// Neighbour solicitations sent.
+    pub ndp_probes: u64,
     /// Sends the socket refused (counted, not fatal).
     pub send_errors: u64,
     /// How long the watch lasted.
@@ -303,6 +332,13 @@ pub enum Heard {
         /// Not an answer to us: a gratuitous request or reply.
         gratuitous: bool,
     },
+    /// A neighbour advertisement for the IPv6 target from `mac`.
+    Ndp {
+        /// The advertised link-layer address.
+        mac: Mac,
+        /// Not an answer to us: an unsolicited advertisement.
+        gratuitous: bool,
+    },
     /// An ICMP echo reply from the target to our identifier.
     IcmpEchoReply {
         /// The Ethernet source.
@@ -350,16 +386,59 @@ pub fn hear(frame: &[u8], me: Ipv4Addr, target: Ipv4Addr, icmp_id: u16) -> Optio
     }
 }
 
-/// Probes `config.target` on `socket` until `config.duration` has passed, calling `on_event`
-/// for every answer as it arrives. The socket's filter is replaced by
-/// [`Filter::ArpAndIcmp`]; frames queued under the old one are ARP only, which the watch reads
-/// anyway. Bounded by [`MAX_DURATION`] and [`MAX_ANSWERS`].
+/// Reads one frame for a neighbour advertisement of `target`: solicited and sent to `me` (an
+/// answer), or sent to a multicast group (an unsolicited announcement, `gratuitous`). The MAC
+/// is the target link-layer address option's, else the Ethernet source. Anything malformed or
+/// about another address is `None`.
+pub fn hear_ndp(frame: &[u8], me: Ipv6Addr, target: Ipv6Addr) -> Option<Heard> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = ipv6::Packet::new_checked(eth.payload()).ok()?;
+    let ip_repr = ipv6::Repr::parse(&ip).ok()?;
+    let to_us = ip_repr.dst_addr == me;
+    if !to_us && !ip_repr.dst_addr.is_multicast() {
+        return None;
+    }
+    let icmp = icmpv6::Packet::new_checked(ip.payload()).ok()?;
+    let icmpv6::Repr::Ndisc(ndisc::Repr::NeighborAdvert {
+        target_addr,
+        lladdr,
+        ..
+    }) = icmpv6::Repr::parse(ip_repr.src_addr, ip_repr.dst_addr, &icmp).ok()?
+    else {
+        return None;
+    };
+    (target_addr == target).then(|| Heard::Ndp {
+        mac: lladdr.unwrap_or_else(|| eth.src_addr()),
+        gratuitous: !to_us,
+    })
+}
+
+/// Probes `config.target` on `socket` until `config.duration` has passed or `on_event` says
+/// [`ControlFlow::Break`], calling it for every round sent and every answer as it arrives. The
+/// socket's filter is replaced by [`Filter::ArpAndIcmp`] (or [`Filter::Answers`] with an IPv6
+/// question). Bounded by [`MAX_DURATION`] and [`MAX_ANSWERS`].
 pub fn watch(
     socket: &PacketSocket,
     config: &WatchConfig,
-    mut on_event: impl FnMut(&Event),
+    mut on_event: impl FnMut(&Event) -> ControlFlow<()>,
 ) -> io::Result<Recording> {
-    socket.set_filter(Filter::ArpAndIcmp)?;
+    if config.icmp && config.ipv6.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "ICMP echo and an IPv6 question cannot be probed together",
+        ));
+    }
+    socket.set_filter(if config.ipv6.is_some() {
+        Filter::Answers
+    } else {
+        Filter::ArpAndIcmp
+    })?;
+    let solicit = config
+        .ipv6
+        .map(|q| frames::neighbor_solicit(config.src_mac, q.src_ip, q.target, None));
     let interval = config.interval.max(MIN_INTERVAL);
     let duration = config.duration.min(MAX_DURATION);
     let question = frames::arp_request(config.src_mac, config.src_ip, config.target);
@@ -382,6 +461,20 @@ pub fn watch(
                 recording.send_errors += 1;
             }
             recording.arp_probes += 1;
+            if let Some(solicit) = &solicit {
+                if socket.send(solicit).is_err() {
+                    recording.send_errors += 1;
+                }
+                recording.ndp_probes += 1;
+            }
+            let round = Event::Round {
+                round: recording.arp_probes,
+                at: now - start,
+            };
+            if on_event(&round).is_break() {
+                recording.end = start.elapsed();
+                return Ok(recording);
+            }
             if let (true, Some(mac)) = (config.icmp, icmp_to) {
                 let seq = recording.icmp_probes as u16;
                 let echo = icmp_echo_request(
@@ -404,13 +497,25 @@ pub fn watch(
         }
         while let Some(n) = socket.recv(&mut buf)? {
             let at = start.elapsed();
-            let answer = match hear(&buf[..n], config.src_ip, config.target, config.icmp_id) {
+            let heard =
+                hear(&buf[..n], config.src_ip, config.target, config.icmp_id).or_else(|| {
+                    let q = config.ipv6?;
+                    hear_ndp(&buf[..n], q.src_ip, q.target)
+                });
+            let answer = match heard {
                 Some(Heard::Arp { mac, gratuitous }) => Answer {
                     at,
                     kind: Kind::Arp,
                     mac,
                     gratuitous,
                     round: recording.arp_probes,
+                },
+                Some(Heard::Ndp { mac, gratuitous }) => Answer {
+                    at,
+                    kind: Kind::Ndp,
+                    mac,
+                    gratuitous,
+                    round: recording.ndp_probes,
                 },
                 Some(Heard::IcmpEchoReply { mac, .. }) => Answer {
                     at,
@@ -432,11 +537,15 @@ pub fn watch(
             }
             if answer.kind == Kind::Arp && config.icmp && icmp_to != Some(answer.mac) {
                 icmp_to = Some(answer.mac);
-                on_event(&Event::IcmpTo(at, answer.mac));
+                // Only a round or an answer ends a watch early.
+                let _ = on_event(&Event::IcmpTo(at, answer.mac));
             }
-            on_event(&Event::Answer(answer));
             if recording.answers.len() < MAX_ANSWERS {
                 recording.answers.push(answer);
+            }
+            if on_event(&Event::Answer(answer)).is_break() {
+                recording.end = start.elapsed();
+                return Ok(recording);
             }
         }
         let wait = next
@@ -664,5 +773,50 @@ mod tests {
             hear(&frames::arp_request(B, me, target), me, target, 1),
             None
         );
+    }
+
+    #[test]
+    fn advertisements_to_us_are_answers_and_multicast_ones_announcements() {
+        let me: Ipv6Addr = "2001:db8::2".parse().unwrap();
+        let target: Ipv6Addr = "2001:db8::100".parse().unwrap();
+        let advert = |dst: Ipv6Addr, about: Ipv6Addr| {
+            frames::ndisc_frame(
+                &frames::NdiscAddressing {
+                    src_mac: B,
+                    dst_mac: A,
+                    src_ip: about,
+                    dst_ip: dst,
+                    hop_limit: 255,
+                },
+                &ndisc::Repr::NeighborAdvert {
+                    flags: ndisc::NeighborFlags::SOLICITED,
+                    target_addr: about,
+                    lladdr: Some(B),
+                },
+            )
+        };
+        assert_eq!(
+            hear_ndp(&advert(me, target), me, target),
+            Some(Heard::Ndp {
+                mac: B,
+                gratuitous: false
+            })
+        );
+        let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
+        assert_eq!(
+            hear_ndp(&advert(all_nodes, target), me, target),
+            Some(Heard::Ndp {
+                mac: B,
+                gratuitous: true
+            })
+        );
+        // About another address, to another host, our own question, garbage: not heard.
+        let other: Ipv6Addr = "2001:db8::9".parse().unwrap();
+        assert_eq!(hear_ndp(&advert(me, other), me, target), None);
+        assert_eq!(hear_ndp(&advert(other, target), me, target), None);
+        let question = frames::neighbor_solicit(A, me, target, None);
+        assert_eq!(hear_ndp(&question, me, target), None);
+        assert_eq!(hear_ndp(&[0xff; 20], me, target), None);
+        assert_eq!(hear_ndp(&[], me, target), None);
     }
 }

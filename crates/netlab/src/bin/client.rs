@@ -39,6 +39,7 @@
 //! `arp-reply` or `na`. Loops are bounded by `--count` and `--wait-ms`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::ops::ControlFlow;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -294,13 +295,30 @@ fn watch(args: &Args) -> Result<(), String> {
         stop_after_change: args
             .get::<u64>("stop-after-change-ms")?
             .map(Duration::from_millis),
+        ipv6: None,
     };
     let gap = args
         .get::<u64>("gap-ms")?
         .map_or(interval * 3, Duration::from_millis);
     let print_answers = args.flag("answers");
     let mut last_mac: [Option<EthernetAddress>; 2] = [None, None];
-    let recording = watch::watch(&socket, &config, |event| match event {
+    let recording = watch::watch(&socket, &config, |event| {
+        print_event(event, print_answers, &mut last_mac);
+        ControlFlow::Continue(())
+    })
+    .map_err(|e| format!("watch: {e}"))?;
+    for kind in [Kind::Arp, Kind::Icmp] {
+        if kind == Kind::Icmp && !config.icmp {
+            continue;
+        }
+        print_summary(&recording, kind, gap);
+    }
+    Ok(())
+}
+
+/// One `answer`, `mac-change` or `icmp-to` line, as the event calls for.
+fn print_event(event: &Event, print_answers: bool, last_mac: &mut [Option<EthernetAddress>; 2]) {
+    match event {
         Event::Answer(answer) => {
             if print_answers {
                 println!(
@@ -323,62 +341,61 @@ fn watch(args: &Args) -> Result<(), String> {
             *last = Some(answer.mac);
         }
         Event::IcmpTo(at, mac) => println!("icmp-to t_ms={} mac={mac}", millis(*at)),
-    })
-    .map_err(|e| format!("watch: {e}"))?;
-    for kind in [Kind::Arp, Kind::Icmp] {
-        if kind == Kind::Icmp && !config.icmp {
-            continue;
-        }
-        let summary = watch::summarize(&recording.answers, kind, gap, recording.end);
-        for outage in &summary.outages {
-            println!(
-                "outage kind={} from_ms={} to_ms={} length_ms={} before={} after={}",
-                kind.name(),
-                millis(outage.from),
-                outage.to.map_or_else(|| "open".to_string(), millis),
-                millis(outage.length),
-                mac_or_none(outage.before),
-                mac_or_none(outage.after)
-            );
-        }
-        let max_outage = summary.outages.iter().map(|o| o.length).max();
-        let probes = match kind {
-            Kind::Arp => recording.arp_probes,
-            Kind::Icmp => recording.icmp_probes,
-        };
+        Event::Round { .. } => {}
+    }
+}
+
+/// The `outage` lines and the `summary` line of `kind`.
+fn print_summary(recording: &watch::Recording, kind: Kind, gap: Duration) {
+    let summary = watch::summarize(&recording.answers, kind, gap, recording.end);
+    for outage in &summary.outages {
         println!(
-            "summary kind={} probes={probes} answers={} outages={} max_gap_ms={} max_outage_ms={} mac_changes={} conflicts={} macs={} first_mac={} last_mac={} open={} send_errors={}",
+            "outage kind={} from_ms={} to_ms={} length_ms={} before={} after={}",
             kind.name(),
-            summary.answers,
-            summary.outages.len(),
-            millis(summary.max_gap),
-            millis(max_outage.unwrap_or_default()),
-            summary.mac_changes,
-            summary.conflicts,
-            if summary.macs.is_empty() {
-                "none".to_string()
-            } else {
-                summary
-                    .macs
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            },
-            mac_or_none(summary.macs.first().copied()),
-            mac_or_none(
-                recording
-                    .answers
-                    .iter()
-                    .rev()
-                    .find(|a| a.kind == kind)
-                    .map(|a| a.mac)
-            ),
-            u8::from(summary.outages.last().is_some_and(|o| o.to.is_none())),
-            recording.send_errors
+            millis(outage.from),
+            outage.to.map_or_else(|| "open".to_string(), millis),
+            millis(outage.length),
+            mac_or_none(outage.before),
+            mac_or_none(outage.after)
         );
     }
-    Ok(())
+    let max_outage = summary.outages.iter().map(|o| o.length).max();
+    let probes = match kind {
+        Kind::Arp => recording.arp_probes,
+        Kind::Icmp => recording.icmp_probes,
+        Kind::Ndp => recording.ndp_probes,
+    };
+    println!(
+        "summary kind={} probes={probes} answers={} outages={} max_gap_ms={} max_outage_ms={} mac_changes={} conflicts={} macs={} first_mac={} last_mac={} open={} send_errors={}",
+        kind.name(),
+        summary.answers,
+        summary.outages.len(),
+        millis(summary.max_gap),
+        millis(max_outage.unwrap_or_default()),
+        summary.mac_changes,
+        summary.conflicts,
+        if summary.macs.is_empty() {
+            "none".to_string()
+        } else {
+            summary
+                .macs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+        mac_or_none(summary.macs.first().copied()),
+        mac_or_none(
+            recording
+                .answers
+                .iter()
+                .rev()
+                .find(|a| a.kind == kind)
+                .map(|a| a.mac)
+        ),
+        u8::from(summary.outages.last().is_some_and(|o| o.to.is_none())),
+        recording.send_errors
+    );
 }
 
 fn run() -> Result<(), String> {
