@@ -219,6 +219,46 @@ pub struct WatchConfig {
     pub stop_after_change: Option<Duration>,
     /// Also ask for an IPv6 address with a neighbour solicitation each round.
     pub ipv6: Option<Ipv6Question>,
+    /// Ask each round's ARP question from the next address of this range rather than from
+    /// `src_ip`, so that every reply names the round it answers even when it comes late.
+    pub senders: Option<SenderRange>,
+    /// After the last question, keep listening this long for late answers.
+    pub linger: Duration,
+}
+
+/// Sender addresses for [`WatchConfig::senders`]: `count` addresses from `first` upward,
+/// skipping those ending in .0 or .255, used in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderRange {
+    /// The first address.
+    pub first: Ipv4Addr,
+    /// How many (at least 1).
+    pub count: u32,
+}
+
+impl SenderRange {
+    /// The addresses, in order.
+    pub fn addresses(self) -> Vec<Ipv4Addr> {
+        (u32::from(self.first)..)
+            .map(Ipv4Addr::from)
+            .filter(|a| !matches!(a.octets()[3], 0 | 255))
+            .take(self.count.max(1) as usize)
+            .collect()
+    }
+}
+
+/// An ARP reply from `target` to `my_mac`: the replying MAC and the address asked from.
+fn reply_to_sender(frame: &[u8], target: Ipv4Addr, my_mac: Mac) -> Option<(Mac, Ipv4Addr)> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Arp {
+        return None;
+    }
+    let repr = arp::Repr::parse(&arp::Packet::new_checked(eth.payload()).ok()?).ok()?;
+    (repr.operation == arp::Operation::Reply
+        && repr.source_protocol_addr == target
+        && repr.target_hardware_addr == my_mac
+        && repr.target_protocol_addr != target)
+        .then_some((repr.source_hardware_addr, repr.target_protocol_addr))
 }
 
 /// The IPv6 half of a watch: who asks, for what.
@@ -441,22 +481,40 @@ pub fn watch(
         .map(|q| frames::neighbor_solicit(config.src_mac, q.src_ip, q.target, None));
     let interval = config.interval.max(MIN_INTERVAL);
     let duration = config.duration.min(MAX_DURATION);
-    let question = frames::arp_request(config.src_mac, config.src_ip, config.target);
+    let senders = config
+        .senders
+        .map(SenderRange::addresses)
+        .unwrap_or_default();
+    // The latest round asked from each sender address.
+    let mut asked_from: std::collections::HashMap<Ipv4Addr, u64> = Default::default();
+    let mut question = frames::arp_request(config.src_mac, config.src_ip, config.target);
+    let linger = config.linger.min(MAX_DURATION);
     let mut recording = Recording::default();
     let mut icmp_to: Option<Mac> = None;
     let mut arp_mac: Option<Mac> = None;
+    // Questions go out until `stop_at`; answers are read until `linger` after it.
     let mut stop_at = duration;
+    let mut asking = true;
     let mut buf = vec![0u8; 2048];
     let start = Instant::now();
     let mut next = start;
     loop {
         let now = Instant::now();
         let elapsed = now - start;
-        if elapsed >= stop_at {
-            recording.end = elapsed;
+        if asking && elapsed >= stop_at {
+            asking = false;
+            stop_at = elapsed;
+        }
+        if !asking && elapsed >= stop_at + linger {
+            recording.end = stop_at;
             return Ok(recording);
         }
-        if now >= next {
+        if asking && now >= next {
+            if !senders.is_empty() {
+                let sender = senders[recording.arp_probes as usize % senders.len()];
+                question = frames::arp_request(config.src_mac, sender, config.target);
+                asked_from.insert(sender, recording.arp_probes + 1);
+            }
             if socket.send(&question).is_err() {
                 recording.send_errors += 1;
             }
@@ -472,8 +530,8 @@ pub fn watch(
                 at: now - start,
             };
             if on_event(&round).is_break() {
-                recording.end = start.elapsed();
-                return Ok(recording);
+                asking = false;
+                stop_at = now - start;
             }
             if let (true, Some(mac)) = (config.icmp, icmp_to) {
                 let seq = recording.icmp_probes as u16;
@@ -502,7 +560,19 @@ pub fn watch(
                     let q = config.ipv6?;
                     hear_ndp(&buf[..n], q.src_ip, q.target)
                 });
+            let named = reply_to_sender(&buf[..n], config.target, config.src_mac)
+                .and_then(|(mac, to)| Some((mac, *asked_from.get(&to)?)));
             let answer = match heard {
+                _ if named.is_some() => {
+                    let (mac, round) = named.expect("checked");
+                    Answer {
+                        at,
+                        kind: Kind::Arp,
+                        mac,
+                        gratuitous: false,
+                        round,
+                    }
+                }
                 Some(Heard::Arp { mac, gratuitous }) => Answer {
                     at,
                     kind: Kind::Arp,
@@ -528,7 +598,7 @@ pub fn watch(
             };
             if answer.kind == Kind::Arp {
                 if let (true, Some(after)) = (
-                    arp_mac.is_some_and(|m| m != answer.mac),
+                    asking && arp_mac.is_some_and(|m| m != answer.mac),
                     config.stop_after_change,
                 ) {
                     stop_at = stop_at.min(at + after);
@@ -548,9 +618,12 @@ pub fn watch(
                 return Ok(recording);
             }
         }
-        let wait = next
-            .min(start + stop_at)
-            .saturating_duration_since(Instant::now());
+        let until = if asking {
+            next.min(start + stop_at)
+        } else {
+            start + stop_at + linger
+        };
+        let wait = until.saturating_duration_since(Instant::now());
         socket.wait_readable(wait)?;
     }
 }
@@ -818,5 +891,47 @@ mod tests {
         assert_eq!(hear_ndp(&question, me, target), None);
         assert_eq!(hear_ndp(&[0xff; 20], me, target), None);
         assert_eq!(hear_ndp(&[], me, target), None);
+    }
+
+    #[test]
+    fn sender_ranges_skip_network_and_broadcast_octets() {
+        let r = SenderRange {
+            first: Ipv4Addr::new(198, 18, 1, 253),
+            count: 4,
+        };
+        let want: Vec<Ipv4Addr> = ["198.18.1.253", "198.18.1.254", "198.18.2.1", "198.18.2.2"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(r.addresses(), want);
+    }
+
+    #[test]
+    fn a_reply_names_the_address_it_was_asked_from() {
+        let target = Ipv4Addr::new(198, 18, 0, 100);
+        let asked_from = Ipv4Addr::new(198, 18, 1, 7);
+        let reply = |to_mac: Mac, to_ip: Ipv4Addr| {
+            frames::arp_frame(
+                B,
+                to_mac,
+                &arp::Repr {
+                    operation: arp::Operation::Reply,
+                    source_hardware_addr: B,
+                    source_protocol_addr: target,
+                    target_hardware_addr: to_mac,
+                    target_protocol_addr: to_ip,
+                },
+            )
+        };
+        assert_eq!(
+            reply_to_sender(&reply(A, asked_from), target, A),
+            Some((B, asked_from))
+        );
+        // To another MAC, a gratuitous reply, our own question: not a reply to us.
+        assert_eq!(reply_to_sender(&reply(B, asked_from), target, A), None);
+        assert_eq!(reply_to_sender(&reply(A, target), target, A), None);
+        let question = frames::arp_request(A, asked_from, target);
+        assert_eq!(reply_to_sender(&question, target, A), None);
+        assert_eq!(reply_to_sender(&[0; 10], target, A), None);
     }
 }

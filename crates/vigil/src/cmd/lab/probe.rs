@@ -180,6 +180,8 @@ fn ask(
             src_ip: q.src6,
             target: q.vip6,
         }),
+        senders: None,
+        linger: Duration::ZERO,
     };
     // The prober's clock starts now; rounds are kept on the Prober's.
     let offset = started.elapsed();
