@@ -9,8 +9,9 @@ use vigil_gossip_net::NetStats;
 /// What the gossip member exports.
 #[derive(Debug, Clone, Default)]
 pub struct GossipMetrics {
-    /// The engine's and driver's counters (`Memberlist::stats`).
-    pub stats: NetStats,
+    /// The engine's and driver's counters (`Memberlist::stats`); `None` when the driver did
+    /// not answer (the member view and event counts are still exported).
+    pub stats: Option<NetStats>,
     /// Members by state, this node included.
     pub members: MemberCounts,
     /// Membership events seen.
@@ -179,7 +180,10 @@ impl Collector for GossipMetrics {
             "Membership events seen, by kind (alive: a suspected member refuted).",
             MemberEvent::ALL.map(|event| (ByEvent { event }, self.events.get(event))),
         )?;
-        let (e, s) = (&self.stats.engine, &self.stats);
+        let Some(s) = &self.stats else {
+            return Ok(());
+        };
+        let e = &s.engine;
         for (name, help, value) in [
             (
                 "vigil_gossip_packets_received",

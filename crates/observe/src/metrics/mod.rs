@@ -5,7 +5,8 @@
 //!
 //! ```
 //! use vigil_observe::metrics::{GossipMetrics, Scrape};
-//! let text = Scrape::new().with(GossipMetrics::default()).render();
+//! let gossip = GossipMetrics { stats: Some(Default::default()), ..Default::default() };
+//! let text = Scrape::new().with(gossip).render();
 //! assert!(text.contains("# TYPE vigil_gossip_probes_total counter"));
 //! ```
 //!

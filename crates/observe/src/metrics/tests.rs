@@ -115,10 +115,14 @@ fn sample(families: &BTreeMap<String, Family>, name: &str, want: &[(&str, &str)]
 }
 
 fn everything() -> Scrape {
-    let mut gossip = GossipMetrics::default();
-    gossip.stats.engine.suspicions_raised = 4;
-    gossip.stats.engine.label_mismatches = 2;
-    gossip.stats.incarnation = 7;
+    let mut stats = vigil_gossip_net::NetStats::default();
+    stats.engine.suspicions_raised = 4;
+    stats.engine.label_mismatches = 2;
+    stats.incarnation = 7;
+    let mut gossip = GossipMetrics {
+        stats: Some(stats),
+        ..Default::default()
+    };
     gossip.members = MemberCounts {
         alive: 3,
         suspect: 1,
@@ -307,6 +311,25 @@ fn a_vip_that_moved_away_or_was_removed_leaves_no_series() {
         text.contains("# TYPE metallb_speaker_announced gauge"),
         "{text}"
     );
+}
+
+#[test]
+fn without_the_driver_s_counters_the_member_view_is_still_exported() {
+    let gossip = GossipMetrics {
+        members: MemberCounts {
+            alive: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let text = Scrape::new().with(gossip).render();
+    let f = parse(&text);
+    assert_eq!(
+        sample(&f, "vigil_gossip_members", &[("state", "alive")]),
+        Some(2.0)
+    );
+    assert!(f.contains_key("vigil_gossip_member_events_total"), "{text}");
+    assert!(!text.contains("vigil_gossip_probes"), "{text}");
 }
 
 #[test]

@@ -97,7 +97,7 @@ async fn metrics(State(s): State<AgentState>) -> Result<Response, Failure> {
     let stats = s.ml.stats().await.map_err(unavailable)?;
     let counts = *s.counts.lock().unwrap_or_else(PoisonError::into_inner);
     let gossip = GossipMetrics {
-        stats,
+        stats: Some(stats),
         members: MemberCounts::of(&members),
         events: counts.members,
         user_messages: counts.user_messages,
