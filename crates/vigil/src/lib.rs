@@ -24,7 +24,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a bare gossip member that announces nothing: joins a memberlist cluster (Go or
-    /// vigil nodes), prints events as JSON lines, serves /members and /metrics.
+    /// vigil nodes), prints events as JSON lines, serves /members, /metrics and /healthz (its
+    /// admin POST routes only with --admin-token-file).
+    #[command(long_about = agent::LONG_ABOUT)]
     Agent(Box<cmd::agent::Args>),
     /// Run a gossip scenario on the deterministic simulator (thousands of nodes, virtual
     /// time) and print detection latency, false positives, traffic and simulator speed.

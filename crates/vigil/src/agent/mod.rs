@@ -9,7 +9,7 @@ mod events;
 mod routes;
 mod settings;
 
-pub use settings::{Args, Settings};
+pub use settings::{Args, LONG_ABOUT, Settings};
 
 use events::{EventCounts, emit, print_event};
 use serde_json::json;

@@ -11,30 +11,33 @@ use vigil_gossip::{Config, Profile};
 use vigil_gossip_net::{Options, parse_key, read_keyring_file};
 use vigil_observe::AdminToken;
 
-/// Run a bare gossip member that announces nothing.
-///
-/// Prints one JSON object per line on stdout for every event, each with "ts" (RFC 3339, UTC)
-/// and "event": ready, joined, join, update, suspect, alive (a suspect refuted), dead, left,
-/// user, conflict, push_pull, keyring_reloaded, keyring_rejected, leaving, stopped.
-///
-/// HTTP endpoint (--admin ADDR), open to anyone who can reach ADDR:
-///   GET  /members            members as JSON
-///   GET  /metrics            Prometheus text
-///   GET  /healthz            200 while the gossip driver answers
-/// Admin routes: off (403) unless --admin-token-file is given, then they need the header
-/// "Authorization: Bearer <token>" (401 otherwise):
-///   POST /meta               body: new metadata
-///   POST /broadcast          body: user message gossiped to everyone
-///   POST /send?to=ADDR[&udp] body: user message to one node (TCP unless `udp`)
-///   POST /join               body: seeds, one per line
-///   POST /leave              leave gracefully (keeps running until SIGTERM)
-///   POST /keyring/install    body: base64 key (likewise /keyring/use, /keyring/remove)
-///
-/// Settings come from flags, or from a TOML file (--config) with the same names
-/// (name, bind, advertise, seeds, profile, keyring_file, keys, label, admin,
-/// admin_token_file, meta, leave_timeout, retry_join); flags win.
+/// `vigil agent --help`: what it prints and serves, and who may use the admin routes.
+pub const LONG_ABOUT: &str = "Run a bare gossip member that announces nothing.
+
+Prints one JSON object per line on stdout for every event, each with \"ts\" (RFC 3339, UTC)
+and \"event\": ready, joined, join, update, suspect, alive (a suspect refuted), dead, left,
+user, conflict, push_pull, keyring_reloaded, keyring_rejected, leaving, stopped.
+
+HTTP endpoint (--admin ADDR), open to anyone who can reach ADDR:
+  GET  /members            members as JSON
+  GET  /metrics            Prometheus text
+  GET  /healthz            200 while the gossip driver answers
+Admin routes: off (403) unless --admin-token-file is given, then they need the header
+\"Authorization: Bearer <token>\" (401 otherwise):
+  POST /meta               body: new metadata
+  POST /broadcast          body: user message gossiped to everyone
+  POST /send?to=ADDR[&udp] body: user message to one node (TCP unless `udp`)
+  POST /join               body: seeds, one per line
+  POST /leave              leave gracefully (keeps running until SIGTERM)
+  POST /keyring/install    body: base64 key (likewise /keyring/use, /keyring/remove)
+
+Settings come from flags, or from a TOML file (--config) with the same names (name, bind,
+advertise, seeds, profile, keyring_file, keys, label, admin, admin_token_file, meta,
+leave_timeout, retry_join); flags win.";
+
+/// Run a bare gossip member that announces nothing (see [`LONG_ABOUT`]).
 #[derive(Debug, Parser)]
-#[command(verbatim_doc_comment)]
+#[command(long_about = LONG_ABOUT)]
 pub struct Args {
     /// TOML file with settings; flags override it.
     #[arg(long, short = 'c')]

@@ -3,6 +3,7 @@
 //! shutdown.
 
 pub use crate::agent::Args;
+
 use crate::agent::Settings;
 use std::process::ExitCode;
 
