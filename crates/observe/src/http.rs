@@ -6,6 +6,37 @@
 //! [`HEADER_TIMEOUT`], a whole connection may last [`CONNECTION_DEADLINE`] and a body may be
 //! [`MAX_BODY`] bytes: a slow or stuck client holds nothing for long. Accept errors (such as
 //! running out of file descriptors) pause the loop briefly instead of spinning.
+//!
+//! A speaker's endpoint, as a caller wires it (its state and handlers are its own):
+//!
+//! ```no_run
+//! use axum::{Router, extract::State, routing::get};
+//! use vigil_observe::http::{self, probe};
+//! use vigil_observe::metrics::{ElectionMetrics, L2Metrics, Scrape};
+//!
+//! #[derive(Clone)]
+//! struct Speaker; // the caller's shared state: status, counters, handles
+//!
+//! async fn metrics(State(_s): State<Speaker>) -> axum::response::Response {
+//!     // Read the counters (awaiting the drivers), fill the collectors, render.
+//!     Scrape::new()
+//!         .with(L2Metrics::default())
+//!         .with(ElectionMetrics::default())
+//!         .response()
+//! }
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let router = Router::new()
+//!     .route("/metrics", get(metrics))
+//!     .route("/healthz", get(|| async { probe(Ok("ok")) }))
+//!     .fallback(http::not_found(&["/metrics", "/healthz"]))
+//!     .with_state(Speaker);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:7472").await?;
+//! let shutdown = async { /* the caller's shutdown signal */ };
+//! http::serve(listener, router, shutdown).await;
+//! # Ok(())
+//! # }
+//! ```
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
