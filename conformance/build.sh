@@ -17,7 +17,7 @@
 #   --check                          also gofmt and go vet our Go code
 #
 # Targets: conformance (vigil-conformance, vigil-gopeer on 0.2.2), gopeer-0.5.1, gopeer-0.7.0,
-# testenv, metallb.
+# testenv, metallb, metallb-alloc (MetalLB's allocator behind a probe).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +32,7 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
-all_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 testenv metallb)
+all_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 testenv metallb metallb-alloc)
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
 die() {
@@ -128,7 +128,7 @@ build_conformance() {
         [ -d "$upstream/$sub" ] && cp -R "$upstream/$sub" "$pkg_dir/"
     done
     find "$pkg_dir" -name '*_test.go' -delete
-    cp "$here"/memberlist-export/*.go "$pkg_dir/"
+    cp "$here"/memberlist-export/*.go "$here"/memberlist-export/0.2.2/*.go "$pkg_dir/"
     cp "$here"/cmd/vigil-conformance/*.go "$cmd_dir/"
     cp "$here"/cmd/vigil-gopeer/*.go "$peer_dir/"
     (
@@ -136,7 +136,7 @@ build_conformance() {
         export GOCACHE="${VIGIL_GOCACHE:-$build/gocache}"
         if [ "$check" = 1 ]; then
             local unformatted
-            unformatted="$("${go119%/go}/gofmt" -l "$here/memberlist-export" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
+            unformatted="$("${go119%/go}/gofmt" -l "$here"/memberlist-export/*.go "$here/memberlist-export/0.2.2" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
             [ -z "$unformatted" ] || die "conformance: not gofmt-formatted: $unformatted"
             # Vet our commands and the package as a whole (upstream files included, since our
             # wrappers live inside it).
@@ -148,19 +148,211 @@ build_conformance() {
 }
 
 # --- gopeer-0.5.1, gopeer-0.7.0: memberlist peers in module mode --------------------------------
+#
+# Same programs as the conformance target, against a release from the module proxy. The build
+# module is assembled under .build/modules/memberlist-VERSION/: our committed go.mod and go.sum
+# (conformance/modules/memberlist-VERSION/, which require the release and replace it with
+# ./memberlist), our commands, and in memberlist/ a copy of the release's sources from the module
+# cache plus memberlist-export/*.go and memberlist-export/0.5-0.7/*.go (the variant for
+# go-msgpack v2 and labels). The copied sources are never committed. -mod=readonly: the build
+# fails rather than change the committed go.mod/go.sum (VIGIL_GO_TIDY=1 re-tidies them and
+# writes them back, for a version bump).
 build_gopeer() {
     local version=$1
-    die "gopeer-$version: not written yet"
+    local name="gopeer-$version"
+    local modsrc="$here/modules/memberlist-$version"
+    local dir="$build/modules/memberlist-$version"
+    local peer_bin="$bindir/vigil-gopeer-$version" conf_bin="$bindir/vigil-conformance-$version"
+    local shims="$here/memberlist-export/0.5-0.7"
+    [ -f "$modsrc/go.mod" ] || die "$name: $modsrc/go.mod missing"
+    module_env
+    local upstream
+    upstream="$GOMODCACHE/github.com/hashicorp/memberlist@v$version"
+    local inputs=("$here/build.sh" "$modsrc" "$here/memberlist-export" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")
+    if [ "$check" = 0 ] && [ -d "$upstream" ] && up_to_date "$peer_bin" "${inputs[@]}" "$upstream" &&
+        up_to_date "$conf_bin" "${inputs[@]}" "$upstream"; then
+        say "$name: up to date"
+        return 0
+    fi
+    if [ ! -f "$upstream/net.go" ]; then
+        timed "$name: download github.com/hashicorp/memberlist@v$version" \
+            "$GO" mod download "github.com/hashicorp/memberlist@v$version" >&2
+    fi
+    # Fresh copy each time so that files deleted from our sources disappear too.
+    rm -rf "$dir"
+    mkdir -p "$dir/memberlist" "$dir/cmd/vigil-conformance" "$dir/cmd/vigil-gopeer" "$bindir"
+    find "$upstream" -maxdepth 1 \( -name '*.go' ! -name '*_test.go' -o -name go.mod \) -exec cp {} "$dir/memberlist/" \;
+    [ -d "$upstream/internal" ] && cp -R "$upstream/internal" "$dir/memberlist/"
+    find "$dir/memberlist" -name '*_test.go' -delete
+    chmod -R u+w "$dir/memberlist" # the module cache is read-only
+    cp "$here"/memberlist-export/*.go "$shims"/*.go "$dir/memberlist/"
+    cp "$here"/cmd/vigil-conformance/*.go "$dir/cmd/vigil-conformance/"
+    cp "$here"/cmd/vigil-gopeer/*.go "$dir/cmd/vigil-gopeer/"
+    cp "$modsrc/go.mod" "$dir/go.mod"
+    [ -f "$modsrc/go.sum" ] && cp "$modsrc/go.sum" "$dir/go.sum"
+    (
+        cd "$dir"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ] || [ ! -f "$modsrc/go.sum" ]; then
+            timed "$name: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+            cp go.mod go.sum "$modsrc/"
+        fi
+        export GOFLAGS=-mod=readonly
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l "$shims" "$here/cmd/vigil-conformance" "$here/cmd/vigil-gopeer")"
+            [ -z "$unformatted" ] || die "$name: not gofmt-formatted: $unformatted"
+            # The package as a whole too (upstream files included), since our wrappers live in it.
+            "$GO" vet ./cmd/vigil-conformance ./cmd/vigil-gopeer github.com/hashicorp/memberlist >&2 ||
+                die "$name: go vet failed"
+        fi
+        timed "$name: vigil-conformance-$version (Go $("$GO" env GOVERSION), memberlist $version)" \
+            "$GO" build -trimpath -o "$conf_bin" ./cmd/vigil-conformance >&2
+        timed "$name: vigil-gopeer-$version (Go $("$GO" env GOVERSION), memberlist $version)" \
+            "$GO" build -trimpath -o "$peer_bin" ./cmd/vigil-gopeer >&2
+    )
 }
 
 # --- testenv: vigil-testenv (kube-apiserver v1.37.2 + embedded etcd, in one process) -----------
+#
+# conformance/testenv/ is a Go module of its own (never mixed with the other Go code): it
+# requires k8s.io/kubernetes and replaces each of its 33 staging modules (which k8s.io/kubernetes
+# itself pins at the placeholder v0.0.0) with the matching published v0.X.Y release. One static
+# binary (CGO_ENABLED=0), stripped (-s -w), with the Kubernetes version stamped in as the
+# release's own build would (otherwise /version says v0.0.0-master). `go vet` (with --check)
+# and `go build` use the same build flags, so vet's compile of the ~2,000 dependency packages is
+# the build's too (a cold build took 15-21 minutes on 2 shared cores; a warm one, the link). The
+# fixed GOMODCACHE matters: without -trimpath a cache entry names its source directory.
+# -mod=readonly: the build fails rather than change the committed go.mod/go.sum
+# (VIGIL_GO_TIDY=1 re-tidies them, for a version bump).
 build_testenv() {
-    die "testenv: not written yet"
+    local modsrc="$here/testenv" bin="$bindir/vigil-testenv"
+    [ -f "$modsrc/go.mod" ] && [ -f "$modsrc/go.sum" ] || die "testenv: $modsrc/go.mod or go.sum missing"
+    module_env
+    local inputs=("$here/build.sh" "$modsrc")
+    if [ "$check" = 0 ] && up_to_date "$bin" "${inputs[@]}"; then
+        say "testenv: up to date"
+        return 0
+    fi
+    local k8s etcd
+    k8s="$(sed -n 's/^[[:space:]]*k8s\.io\/kubernetes \(v[^ ]*\).*/\1/p' "$modsrc/go.mod")"
+    etcd="$(sed -n 's/^[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 \(v[^ ]*\).*/\1/p' "$modsrc/go.mod")"
+    [[ "$k8s" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "testenv: no k8s.io/kubernetes version in $modsrc/go.mod"
+    local pkg=k8s.io/component-base/version
+    local ldflags="-s -w -X $pkg.gitVersion=$k8s -X $pkg.gitMajor=${BASH_REMATCH[1]}"
+    ldflags+=" -X $pkg.gitMinor=${BASH_REMATCH[2]} -X $pkg.gitTreeState=clean"
+    (
+        cd "$modsrc"
+        export CGO_ENABLED=0
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ]; then
+            timed "testenv: go mod tidy" "$GO" mod tidy >&2
+        fi
+        export GOFLAGS=-mod=readonly
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l .)"
+            [ -z "$unformatted" ] || die "testenv: not gofmt-formatted: $unformatted"
+            "$GO" vet . >&2 || die "testenv: go vet failed"
+        fi
+        timed "testenv: vigil-testenv (Go $("$GO" env GOVERSION), kubernetes $k8s, etcd $etcd)" \
+            "$GO" build -ldflags "$ldflags" -o "$bin" . >&2
+    )
 }
 
 # --- metallb: MetalLB's speaker and controller from the module proxy ---------------------------
+#
+# conformance/metallb/ is a build module of ours: its go.mod requires go.universe.tf/metallb at
+# the release we test against and names the speaker and controller as tools; go.sum pins every
+# dependency. No MetalLB code is in the repo: the build compiles the release from the module
+# cache.
+#
+# One gap: MetalLB v0.16.2 was released against github.com/metallb/frr-k8s v0.0.27, which the
+# module proxy refuses (403, "This module version is not available"); the newest it serves is
+# v0.0.21, whose API lacks one type and one field that MetalLB's frr-k8s BGP writer fills in.
+# So our go.mod replaces frr-k8s with .build/modules/frr-k8s: a copy of v0.0.21's go.mod and
+# api/ from the module cache plus, in our own words, that type
+# (conformance/metallb/_frr-k8s/vigil_aspathprepend.go) and field. Only frr-k8s BGP mode
+# (METALLB_BGP_TYPE=frr-k8s) touches them; vigil's tests run MetalLB in layer-2 mode. The copy
+# is never committed. Static binaries (CGO_ENABLED=0); -mod=readonly: the build fails rather
+# than change the committed go.mod/go.sum (VIGIL_GO_TIDY=1 re-tidies them, for a version bump).
 build_metallb() {
-    die "metallb: not written yet"
+    local modsrc="$here/metallb"
+    local speaker="$bindir/metallb-speaker" controller="$bindir/metallb-controller"
+    local frr_version=v0.0.21 frr_dir="$build/modules/frr-k8s"
+    [ -f "$modsrc/go.mod" ] && [ -f "$modsrc/go.sum" ] || die "metallb: $modsrc/go.mod or go.sum missing"
+    module_env
+    local inputs=("$here/build.sh" "$modsrc")
+    if [ "$check" = 0 ] && [ -f "$frr_dir/go.mod" ] && up_to_date "$speaker" "${inputs[@]}" &&
+        up_to_date "$controller" "${inputs[@]}"; then
+        say "metallb: up to date"
+        return 0
+    fi
+    local frr_upstream="$GOMODCACHE/github.com/metallb/frr-k8s@$frr_version"
+    if [ ! -f "$frr_upstream/go.mod" ]; then
+        timed "metallb: download github.com/metallb/frr-k8s@$frr_version" \
+            "$GO" mod download "github.com/metallb/frr-k8s@$frr_version" >&2
+    fi
+    rm -rf "$frr_dir"
+    mkdir -p "$frr_dir" "$bindir"
+    cp "$frr_upstream/go.mod" "$frr_dir/"
+    cp -R "$frr_upstream/api" "$frr_dir/"
+    chmod -R u+w "$frr_dir" # the module cache is read-only
+    find "$frr_dir" -name '*_test.go' -delete
+    cp "$modsrc/_frr-k8s/vigil_aspathprepend.go" "$frr_dir/api/v1beta1/"
+    local types="$frr_dir/api/v1beta1/frrconfiguration_types.go"
+    grep -q 'PrefixesWithCommunity \[\]CommunityPrefixes' "$types" ||
+        die "metallb: frr-k8s $frr_version: Advertise.PrefixesWithCommunity not found in $types"
+    sed -i '/PrefixesWithCommunity \[\]CommunityPrefixes/a\
+	// PrefixesWithAsPathPrepend: added by vigil'"'"'s conformance/build.sh (see vigil_aspathprepend.go).\
+	PrefixesWithAsPathPrepend []AsPathPrependPrefixes `json:"withAsPathPrepend,omitempty"`' "$types"
+    local version
+    version="$(sed -n 's/^[[:space:]]*go\.universe\.tf\/metallb \(v[^ ]*\).*/\1/p' "$modsrc/go.mod")"
+    (
+        cd "$modsrc"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ]; then
+            timed "metallb: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+        fi
+        export GOFLAGS=-mod=readonly CGO_ENABLED=0
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l "$modsrc/_frr-k8s")"
+            [ -z "$unformatted" ] || die "metallb: not gofmt-formatted: $unformatted"
+        fi
+        timed "metallb: metallb-speaker (Go $("$GO" env GOVERSION), MetalLB $version)" \
+            "$GO" build -trimpath -ldflags="-s -w" -o "$speaker" go.universe.tf/metallb/speaker >&2
+        timed "metallb: metallb-controller (Go $("$GO" env GOVERSION), MetalLB $version)" \
+            "$GO" build -trimpath -ldflags="-s -w" -o "$controller" go.universe.tf/metallb/controller >&2
+    )
+}
+
+# --- metallb-alloc: MetalLB's own allocator behind a JSON probe ------------------------------
+#
+# metallb-alloc-probe (conformance/metallb-alloc) runs go.universe.tf/metallb's
+# internal/allocator for crates/lb/tests/pool_metallb.rs. Its module path lies under
+# go.universe.tf/metallb/ so Go allows the internal imports; it reuses the metallb target's
+# frr-k8s copy (same requirements as conformance/metallb).
+build_metallb_alloc() {
+    local modsrc="$here/metallb-alloc" out="$bindir/metallb-alloc-probe"
+    [ -f "$build/modules/frr-k8s/go.mod" ] || build_metallb
+    module_env
+    if [ "$check" = 0 ] && up_to_date "$out" "$here/build.sh" "$modsrc"; then
+        say "metallb-alloc: up to date"
+        return 0
+    fi
+    (
+        cd "$modsrc"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ]; then
+            timed "metallb-alloc: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+        fi
+        export GOFLAGS=-mod=readonly CGO_ENABLED=0
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l "$modsrc")"
+            [ -z "$unformatted" ] || die "metallb-alloc: not gofmt-formatted: $unformatted"
+            timed "metallb-alloc: go vet" "$GO" vet . >&2
+        fi
+        timed "metallb-alloc: metallb-alloc-probe (Go $("$GO" env GOVERSION))" \
+            "$GO" build -trimpath -ldflags="-s -w" -o "$out" . >&2
+    )
 }
 
 mkdir -p "$bindir"
@@ -171,6 +363,7 @@ for t in "${targets[@]}"; do
         gopeer-0.7.0) build_gopeer 0.7.0 ;;
         testenv) build_testenv ;;
         metallb) build_metallb ;;
+        metallb-alloc) build_metallb_alloc ;;
         *) die "unknown target '$t' (known: ${all_targets[*]})" ;;
     esac
 done

@@ -36,10 +36,11 @@ lint() {
   cargo clippy -q --workspace --all-targets -- -D warnings
 }
 
-# The protocol core must stay sans-IO: no async runtime, sockets or libc in its dependency tree.
+# The protocol core (gossip, l2, lb and the speaker core) must stay sans-IO: no async runtime,
+# sockets or libc in its dependency tree.
 pure_crates_have_no_io() {
   local bad=0
-  for c in vigil-gossip vigil-l2 vigil-lb; do
+  for c in vigil-gossip vigil-l2 vigil-lb vigil-speaker-core; do
     cargo metadata --format-version 1 --no-deps 2>/dev/null | grep -q "\"name\":\"$c\"" || continue
     local io
     io=$(cargo tree -q -p "$c" -e normal --prefix none | awk '{print $1}' | grep -xE 'tokio|mio|socket2|libc|nix' | sort -u | tr '\n' ' ')
@@ -53,7 +54,7 @@ pure_crates_have_no_io() {
 
 # Every Go program the tests use, built once here (conformance/build.sh prints each build and its
 # time); the cargo tests find them in $go_bin.
-go_targets=(conformance)
+go_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 metallb metallb-alloc testenv)
 go_bin=
 go_programs() {
   go_bin=$(bash conformance/build.sh --check "${go_targets[@]}" | tail -n 1)

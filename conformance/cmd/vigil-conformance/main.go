@@ -1,7 +1,8 @@
-// Command vigil-conformance runs hashicorp/memberlist 0.2.2's own wire code
-// for vigil's conformance tests.  See conformance/README.md.
+// Command vigil-conformance runs hashicorp/memberlist's own wire code (0.2.2,
+// 0.5.1 or 0.7.0, whichever it was built against) for vigil's conformance
+// tests.  See conformance/README.md.
 //
-//	vigil-conformance vectors            deterministic test vectors (JSON) on stdout
+//	vigil-conformance vectors [-baseline F] deterministic test vectors (JSON) on stdout
 //	vigil-conformance decode             JSON cases on stdin -> JSON verdicts on stdout
 //	vigil-conformance bench [-benchtime] Go encode/decode timings, JSON lines
 package main
@@ -14,7 +15,9 @@ import (
 const usage = `usage: vigil-conformance <command>
 
 commands:
-  vectors              write deterministic test vectors as JSON to stdout
+  vectors [-baseline FILE]
+                       write deterministic test vectors as JSON to stdout
+                       (with -baseline, only those that differ from FILE's)
   decode               read JSON cases (one per line) on stdin, print what Go decoded
   bench [-benchtime d] time memberlist's encode/decode, JSON lines on stdout
 `
@@ -26,7 +29,7 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "vectors":
-		vectorsMain()
+		vectorsMain(os.Args[2:])
 	case "decode":
 		decodeMain()
 	case "bench":

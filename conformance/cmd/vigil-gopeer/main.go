@@ -1,11 +1,11 @@
-// Command vigil-gopeer is a real hashicorp/memberlist node (Debian's 0.2.2)
-// for vigil's mixed-cluster tests: it joins, gossips and fails exactly as a
+// Command vigil-gopeer is a real hashicorp/memberlist node (Debian's 0.2.2,
+// or 0.5.1 / 0.7.0 from the module proxy) for vigil's mixed-cluster tests: it joins, gossips and fails exactly as a
 // Go application would, reports what memberlist tells it as JSON lines on
 // stdout, and takes simple commands on stdin.
 //
 // Output, one JSON object per line, each with "ts" (RFC 3339) and "event":
 //
-//	ready    {name, addr, port}                 once memberlist is up
+//	ready    {name, addr, port, version}        once memberlist is up
 //	joined   {n} or {error}                     after the -seeds join
 //	join     {node, addr, port, meta}           NotifyJoin
 //	update   {node, addr, port, meta}           NotifyUpdate
@@ -70,6 +70,7 @@ type logSink struct {
 
 var rejectKinds = []struct{ needle, kind string }{
 	{"Decrypt packet failed", "decrypt"},
+	{"with unacceptable label", "label"},
 	{"msg type (244) not supported", "label"},
 	{"not supported", "unknown_type"},
 	{"Failed to receive", "stream"},
@@ -205,6 +206,7 @@ func main() {
 	keys := flag.String("key", "", "comma-separated base64 keys, primary first")
 	prof := flag.String("profile", "lan", "memberlist defaults: lan, local or wan")
 	meta := flag.String("meta", "", "initial node metadata")
+	label := flag.String("label", "", "memberlist label (0.3.0 and later; an error on 0.2.2)")
 	flag.Parse()
 
 	o := &out{w: bufio.NewWriter(os.Stdout)}
@@ -236,6 +238,9 @@ func main() {
 	conf.Delegate = p
 	conf.Events = p
 	conf.Logger = log.New(logSink{o}, "", log.LstdFlags|log.Lmicroseconds)
+	if err := memberlist.VSetLabel(conf, *label); err != nil {
+		fail("-label: %v", err)
+	}
 	ring, err := decodeKeys(*keys)
 	if err != nil {
 		fail("%v", err)
@@ -254,7 +259,8 @@ func main() {
 	p.ml = ml
 	p.mu.Unlock()
 	local := ml.LocalNode()
-	o.emit("ready", map[string]interface{}{"name": local.Name, "addr": local.Addr.String(), "port": local.Port})
+	o.emit("ready", map[string]interface{}{"name": local.Name, "addr": local.Addr.String(), "port": local.Port,
+		"version": memberlist.VVersion})
 	if *seeds != "" {
 		join(o, ml, strings.Split(*seeds, ","))
 	}

@@ -136,6 +136,7 @@ enum Command {
     InstallKey(Box<SecretKey>),
     UseKey(Vec<u8>, oneshot::Sender<Result<(), KeyringError>>),
     RemoveKey(Vec<u8>, oneshot::Sender<Result<(), KeyringError>>),
+    SetKeyring(Vec<SecretKey>, oneshot::Sender<Result<(), KeyringError>>),
     Keys(oneshot::Sender<Vec<Vec<u8>>>),
     Members(oneshot::Sender<Vec<MemberInfo>>),
     Stats(oneshot::Sender<NetStats>),
@@ -356,6 +357,14 @@ impl Memberlist {
         Ok(self
             .ask(|tx| Command::RemoveKey(key.to_vec(), tx))
             .await??)
+    }
+
+    /// Makes the keyring exactly `keys`, primary first, in the order that never leaves a
+    /// peer unable to read us: install every new key, switch the primary, then remove the keys
+    /// no longer listed. An empty list is refused (encryption cannot be turned off at run
+    /// time) and changes nothing.
+    pub async fn set_keyring(&self, keys: Vec<SecretKey>) -> Result<(), Error> {
+        Ok(self.ask(|tx| Command::SetKeyring(keys, tx)).await??)
     }
 
     /// The installed keys, primary first.
@@ -619,6 +628,15 @@ impl Driver {
             }
             Command::RemoveKey(key, reply) => {
                 let _ = reply.send(self.engine.remove_key(&key));
+            }
+            Command::SetKeyring(keys, reply) => {
+                let result = if keys.is_empty() {
+                    Err(KeyringError::Empty)
+                } else {
+                    self.apply_keys(&keys);
+                    Ok(())
+                };
+                let _ = reply.send(result);
             }
             Command::Keys(reply) => {
                 let keys = self.engine.framing().keyring.keys();

@@ -3,7 +3,10 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use futures_util::Stream;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::Duration;
 use vigil_gossip::wire::SecretKey;
 
 /// Why a keyring file or key could not be used.
@@ -82,6 +85,52 @@ pub fn read_keyring_file(path: &Path) -> Result<Vec<SecretKey>, KeyringFileError
         reason: e.to_string(),
     })?;
     parse_keyring(path, &text)
+}
+
+/// The keyring file's keys each time its contents change, or why they cannot be used.
+pub type KeyringChanges =
+    Pin<Box<dyn Stream<Item = Result<Vec<SecretKey>, KeyringFileError>> + Send + 'static>>;
+
+/// Reads a keyring file now, and returns its keys with a stream that yields the file's keys
+/// again each time its contents change (looked at every `poll`), or why the new contents
+/// cannot be used (the caller keeps the keys in force). Hand the stream to the speaker, which
+/// applies each list with [`Memberlist::set_keyring`](crate::Memberlist::set_keyring).
+pub fn watch_keyring_file(
+    path: PathBuf,
+    poll: Duration,
+) -> Result<(Vec<SecretKey>, KeyringChanges), KeyringFileError> {
+    let text = std::fs::read_to_string(&path).map_err(|e| KeyringFileError::Read {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    let keys = parse_keyring(&path, &text)?;
+    let mut ticker = tokio::time::interval(poll.max(Duration::from_millis(10)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let state = (path, Some(text), ticker);
+    let changes = futures_util::stream::unfold(state, |(path, mut seen, mut ticker)| async move {
+        loop {
+            ticker.tick().await;
+            let item = match std::fs::read_to_string(&path) {
+                Ok(text) if seen.as_deref() == Some(text.as_str()) => continue,
+                Ok(text) => {
+                    let parsed = parse_keyring(&path, &text);
+                    seen = Some(text);
+                    parsed
+                }
+                // Report a read failure once, and read the file again when it is back.
+                Err(_) if seen.is_none() => continue,
+                Err(e) => {
+                    seen = None;
+                    Err(KeyringFileError::Read {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })
+                }
+            };
+            return Some((item, (path, seen, ticker)));
+        }
+    });
+    Ok((keys, Box::pin(changes)))
 }
 
 #[cfg(test)]

@@ -25,7 +25,9 @@ mod keyring_file;
 mod net;
 
 pub use driver::{Event, Events, Memberlist, NetStats, Options};
-pub use keyring_file::{KeyringFileError, parse_key, read_keyring_file};
+pub use keyring_file::{
+    KeyringChanges, KeyringFileError, parse_key, read_keyring_file, watch_keyring_file,
+};
 pub use net::resolve_seeds;
 
 /// Why a [`Memberlist`] operation failed.

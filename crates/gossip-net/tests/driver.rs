@@ -223,3 +223,48 @@ async fn shutdown_without_peers_and_unspecified_bind_needs_advertise() {
     a.shutdown().await;
     assert!(a.members().await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_keyring_installs_switches_and_removes_and_a_watched_file_feeds_it() {
+    use futures_util::StreamExt;
+    let dir = std::env::temp_dir().join(format!("vigil-gossip-net-set-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("keyring.json");
+    std::fs::write(&path, r#"["AQEBAQEBAQEBAQEBAQEBAQ=="]"#).unwrap();
+    let (keys, changes) =
+        vigil_gossip_net::watch_keyring_file(path.clone(), Duration::from_millis(20)).unwrap();
+    let mut changes = changes;
+    let mut o = opts("a");
+    o.keys = keys;
+    let (a, _ea) = Memberlist::start(o).await.unwrap();
+    let mut o = opts("b");
+    o.keys = vec![SecretKey::new(&[1; 16]).unwrap()];
+    let (b, _eb) = Memberlist::start(o).await.unwrap();
+    assert_eq!(b.join(&[a.local_addr().to_string()]).await.unwrap(), 1);
+    // Rotate on a: the new key becomes primary, the old one stays readable until removed.
+    std::fs::write(
+        &path,
+        r#"["AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=", "AQEBAQEBAQEBAQEBAQEBAQ=="]"#,
+    )
+    .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(20), changes.next()).await;
+    let keys = next.unwrap().unwrap().unwrap();
+    a.set_keyring(keys).await.unwrap();
+    assert_eq!(a.keys().await.unwrap(), vec![vec![2u8; 32], vec![1u8; 16]]);
+    // Only the new key: the old one is removed, the primary stays.
+    std::fs::write(&path, r#"["AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI="]"#).unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(20), changes.next()).await;
+    a.set_keyring(next.unwrap().unwrap().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(a.keys().await.unwrap(), vec![vec![2u8; 32]]);
+    // Bad contents come out as an error and change nothing; an empty list is refused.
+    std::fs::write(&path, "not json").unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(20), changes.next()).await;
+    assert!(next.unwrap().unwrap().is_err());
+    assert!(a.set_keyring(Vec::new()).await.is_err());
+    assert_eq!(a.keys().await.unwrap(), vec![vec![2u8; 32]]);
+    a.shutdown().await;
+    b.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

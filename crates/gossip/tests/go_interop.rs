@@ -1,16 +1,19 @@
-//! Byte compatibility with Go memberlist, both ways.
+//! Byte compatibility with Go memberlist 0.2.2, 0.5.1 and 0.7.0, both ways.
 //!
 //! Go -> vigil: every vector in `tests/vectors/memberlist/vectors.json` (written by the Go
 //! conformance program from Debian's memberlist 0.2.2) decodes to the fields Go recorded and
-//! re-encodes to the same bytes. vigil -> Go: everything vigil writes is fed to the Go program,
-//! which must decode it to the same fields.
+//! re-encodes to the same bytes; the vectors 0.5.1 and 0.7.0 write differently
+//! (`vectors-0.5.1.json`, `vectors-0.7.0.json`: go-msgpack v2's signed integer forms) decode
+//! to the same fields and re-encode to 0.2.2's bytes, the one form vigil writes. vigil -> Go:
+//! everything vigil writes is fed to each version's Go program, which must decode it to the
+//! same fields.
 
 mod support;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use support::{Replay, conformance_bin, go_decode, message_json, normalize, repo_root};
+use support::{Replay, conformance_bins, go_decode, message_json, normalize, repo_root};
 use vigil_gossip::wire::{
     self, Ack, Alive, Dead, EncryptionVersion, ErrResp, Framing, IndirectPing, Keyring, Label,
     Message, Nack, NodeState, Ping, PushNodeState, PushPull, SecretKey, Suspect, Transport,
@@ -18,7 +21,12 @@ use vigil_gossip::wire::{
 };
 
 fn vectors() -> Vec<Value> {
-    let path = repo_root().join("tests/vectors/memberlist/vectors.json");
+    vectors_in("vectors.json")
+}
+
+/// The vectors of one file in `tests/vectors/memberlist/`.
+fn vectors_in(file: &str) -> Vec<Value> {
+    let path = repo_root().join("tests/vectors/memberlist").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "read {}: {e} (regenerate with conformance/gen-vectors.sh)",
@@ -89,138 +97,9 @@ fn go_vectors_decode_and_reencode_byte_for_byte() {
     let vectors = vectors();
     let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
     for v in &vectors {
-        let name = v["name"].as_str().unwrap();
         let kind = v["kind"].as_str().unwrap();
         *by_kind.entry(kind.to_string()).or_default() += 1;
-        let want = unhex(&v["hex"]);
-        match kind {
-            "message" => {
-                let ty = v["message"]["type"].as_str().unwrap();
-                let stream = is_stream_type(ty);
-                let msg = decode_message(&want, stream);
-                // Normalized: an empty omitempty field is absent on the wire, so it decodes as
-                // nil; the byte-identical re-encoding below still pins nil vs empty elsewhere.
-                assert_eq!(
-                    normalize(&message_json(&msg, stream)),
-                    normalize(&v["message"]),
-                    "{name}: fields"
-                );
-                assert_eq!(
-                    msg.to_vec(if stream {
-                        Transport::Stream
-                    } else {
-                        Transport::Packet
-                    }),
-                    want,
-                    "{name}: re-encoding"
-                );
-            }
-            "compound" => {
-                let parts: Vec<Vec<u8>> =
-                    v["parts"].as_array().unwrap().iter().map(unhex).collect();
-                let decoded = compound::decode(&want[1..]).unwrap();
-                assert_eq!(decoded.truncated, 0, "{name}");
-                assert_eq!(
-                    decoded.parts,
-                    parts.iter().map(Vec::as_slice).collect::<Vec<_>>(),
-                    "{name}"
-                );
-                let mut out = Vec::new();
-                compound::encode(&parts, &mut out).unwrap();
-                assert_eq!(out, want, "{name}: re-encoding");
-            }
-            "lzw" => {
-                let input = unhex(&v["input"]);
-                assert_eq!(compress::lzw_compress(&input), want, "{name}: compress");
-                assert_eq!(
-                    compress::lzw_decompress(&want, usize::MAX).unwrap(),
-                    input,
-                    "{name}: decompress"
-                );
-            }
-            "compress" => {
-                let input = unhex(&v["input"]);
-                let mut out = Vec::new();
-                compress::encode(&input, &mut out);
-                assert_eq!(out, want, "{name}");
-                // Like memberlist HEAD, an empty decompressed message is refused: it has no
-                // type byte.
-                let decoded = compress::decode(&want[1..], usize::MAX).map(|d| d.0);
-                if input.is_empty() {
-                    assert_eq!(decoded, Err(wire::DecodeError::DecompressedEmpty), "{name}");
-                } else {
-                    assert_eq!(decoded.unwrap(), input, "{name}");
-                }
-            }
-            "crc" => {
-                let input = unhex(&v["input"]);
-                let mut out = Vec::new();
-                crc::encode(&input, &mut out);
-                assert_eq!(out, want, "{name}");
-                assert_eq!(crc::strip(&want).unwrap(), (&input[..], true), "{name}");
-            }
-            "encrypt" => {
-                let key = SecretKey::new(&unhex(&v["key"])).unwrap();
-                let version = if v["version"].as_u64() == Some(0) {
-                    EncryptionVersion::V0
-                } else {
-                    EncryptionVersion::V1
-                };
-                let nonce: [u8; 12] = unhex(&v["nonce"]).try_into().unwrap();
-                let (input, aad) = (unhex(&v["input"]), unhex(&v["aad"]));
-                let mut out = Vec::new();
-                crypto::encrypt_with_nonce(version, &key, &nonce, &input, &aad, &mut out);
-                assert_eq!(out, want, "{name}");
-                assert_eq!(
-                    Keyring::new(key, []).decrypt(&want, &aad).unwrap(),
-                    input,
-                    "{name}"
-                );
-            }
-            "packet" => {
-                let framing = framing_for(v);
-                let msgs: Vec<Vec<u8>> = v["messages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(unhex)
-                    .collect();
-                let payload = match msgs.as_slice() {
-                    [one] => one.clone(),
-                    many => {
-                        let mut out = Vec::new();
-                        compound::encode(many, &mut out).unwrap();
-                        out
-                    }
-                };
-                let crc = v["crc"].as_bool().unwrap();
-                let mut out = Vec::new();
-                packet::seal(&framing, &payload, crc, &mut nonce_rng(v), &mut out);
-                assert_eq!(hex::encode(&out), hex::encode(&want), "{name}: sealing");
-                let contents =
-                    packet::open(&framing, &want).unwrap_or_else(|e| panic!("{name}: {e}"));
-                let expected: Vec<Message> = msgs
-                    .iter()
-                    .map(|m| Message::decode_packet(m).unwrap())
-                    .collect();
-                assert_eq!(contents.messages, expected, "{name}: opening");
-                assert!(contents.malformed.is_empty(), "{name}");
-                assert_eq!(contents.layers.crc, crc, "{name}");
-            }
-            "stream" => {
-                let framing = framing_for(v);
-                let msg = decode_message(&unhex(&v["message"]), true);
-                let mut out = Vec::new();
-                stream::seal(&framing, &msg, true, &mut nonce_rng(v), &mut out);
-                assert_eq!(hex::encode(&out), hex::encode(&want), "{name}: sealing");
-                let opened = stream::open(&framing, &want, true)
-                    .unwrap_or_else(|e| panic!("{name}: {e}"))
-                    .unwrap_or_else(|| panic!("{name}: incomplete"));
-                assert_eq!(opened.message, msg, "{name}");
-                assert_eq!(opened.consumed, want.len(), "{name}");
-            }
-            other => panic!("{name}: unknown vector kind {other}"),
-        }
+        check_vector(v, v);
     }
     eprintln!("checked {} Go vectors: {by_kind:?}", vectors.len());
     for kind in [
@@ -230,6 +109,189 @@ fn go_vectors_decode_and_reencode_byte_for_byte() {
             by_kind.get(kind).copied().unwrap_or(0) > 0,
             "no {kind} vectors"
         );
+    }
+}
+
+/// The vectors memberlist 0.5.1 and 0.7.0 write differently from 0.2.2 (each file holds only
+/// those; 0.7.0's only what differs from both older ones) decode to the fields Go recorded,
+/// and vigil re-encodes them to the 0.2.2 vector of the same name: vigil writes one form,
+/// which every version reads (`go_accepts_everything_vigil_writes`).
+#[test]
+fn newer_go_vectors_decode_and_reencode_to_the_0_2_2_form() {
+    let base: std::collections::BTreeMap<String, Value> = vectors()
+        .into_iter()
+        .map(|v| (v["name"].as_str().unwrap().to_string(), v))
+        .collect();
+    let mut differing = 0;
+    for version in ["0.5.1", "0.7.0"] {
+        let newer = vectors_in(&format!("vectors-{version}.json"));
+        for v in &newer {
+            let name = v["name"].as_str().unwrap();
+            let canonical = base
+                .get(name)
+                .unwrap_or_else(|| panic!("{version} {name}: no 0.2.2 vector of that name"));
+            assert_ne!(
+                v["hex"], canonical["hex"],
+                "{version} {name}: not a difference"
+            );
+            check_vector(v, canonical);
+        }
+        eprintln!(
+            "{version}: {} vectors differ from the older versions', all checked",
+            newer.len()
+        );
+        differing += newer.len();
+    }
+    // go-msgpack v2's integer forms make some differ; a file with none would test nothing.
+    assert!(differing > 0, "no differing vectors from 0.5.1 or 0.7.0");
+}
+
+/// Checks one Go vector `v`: its bytes decode to its fields, and what vigil writes for them is
+/// `canonical`'s bytes (`v` itself for 0.2.2's vectors; the 0.2.2 vector of the same name for a
+/// newer version's).
+fn check_vector(v: &Value, canonical: &Value) {
+    let name = v["name"].as_str().unwrap();
+    let kind = v["kind"].as_str().unwrap();
+    assert_eq!(canonical["kind"], v["kind"], "{name}: kinds");
+    let want = unhex(&v["hex"]);
+    let canonical = unhex(&canonical["hex"]);
+    match kind {
+        "message" => {
+            let ty = v["message"]["type"].as_str().unwrap();
+            let stream = is_stream_type(ty);
+            let msg = decode_message(&want, stream);
+            // Normalized: an empty omitempty field is absent on the wire, so it decodes as
+            // nil; the byte-identical re-encoding below still pins nil vs empty elsewhere.
+            assert_eq!(
+                normalize(&message_json(&msg, stream)),
+                normalize(&v["message"]),
+                "{name}: fields"
+            );
+            assert_eq!(
+                msg.to_vec(if stream {
+                    Transport::Stream
+                } else {
+                    Transport::Packet
+                }),
+                canonical,
+                "{name}: re-encoding"
+            );
+        }
+        "compound" => {
+            let parts: Vec<Vec<u8>> = v["parts"].as_array().unwrap().iter().map(unhex).collect();
+            let decoded = compound::decode(&want[1..]).unwrap();
+            assert_eq!(decoded.truncated, 0, "{name}");
+            assert_eq!(
+                decoded.parts,
+                parts.iter().map(Vec::as_slice).collect::<Vec<_>>(),
+                "{name}"
+            );
+            let mut out = Vec::new();
+            compound::encode(&parts, &mut out).unwrap();
+            assert_eq!(out, canonical, "{name}: re-encoding");
+        }
+        "lzw" => {
+            let input = unhex(&v["input"]);
+            assert_eq!(
+                compress::lzw_compress(&input),
+                canonical,
+                "{name}: compress"
+            );
+            assert_eq!(
+                compress::lzw_decompress(&want, usize::MAX).unwrap(),
+                input,
+                "{name}: decompress"
+            );
+        }
+        "compress" => {
+            let input = unhex(&v["input"]);
+            let mut out = Vec::new();
+            compress::encode(&input, &mut out);
+            assert_eq!(out, canonical, "{name}");
+            // Like memberlist HEAD, an empty decompressed message is refused: it has no
+            // type byte.
+            let decoded = compress::decode(&want[1..], usize::MAX).map(|d| d.0);
+            if input.is_empty() {
+                assert_eq!(decoded, Err(wire::DecodeError::DecompressedEmpty), "{name}");
+            } else {
+                assert_eq!(decoded.unwrap(), input, "{name}");
+            }
+        }
+        "crc" => {
+            let input = unhex(&v["input"]);
+            let mut out = Vec::new();
+            crc::encode(&input, &mut out);
+            assert_eq!(out, canonical, "{name}");
+            assert_eq!(crc::strip(&want).unwrap(), (&input[..], true), "{name}");
+        }
+        "encrypt" => {
+            let key = SecretKey::new(&unhex(&v["key"])).unwrap();
+            let version = if v["version"].as_u64() == Some(0) {
+                EncryptionVersion::V0
+            } else {
+                EncryptionVersion::V1
+            };
+            let nonce: [u8; 12] = unhex(&v["nonce"]).try_into().unwrap();
+            let (input, aad) = (unhex(&v["input"]), unhex(&v["aad"]));
+            let mut out = Vec::new();
+            crypto::encrypt_with_nonce(version, &key, &nonce, &input, &aad, &mut out);
+            assert_eq!(out, canonical, "{name}");
+            assert_eq!(
+                Keyring::new(key, []).decrypt(&want, &aad).unwrap(),
+                input,
+                "{name}"
+            );
+        }
+        "packet" => {
+            let framing = framing_for(v);
+            let msgs: Vec<Vec<u8>> = v["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(unhex)
+                .collect();
+            let payload = match msgs.as_slice() {
+                [one] => one.clone(),
+                many => {
+                    let mut out = Vec::new();
+                    compound::encode(many, &mut out).unwrap();
+                    out
+                }
+            };
+            let crc = v["crc"].as_bool().unwrap();
+            let mut out = Vec::new();
+            packet::seal(&framing, &payload, crc, &mut nonce_rng(v), &mut out);
+            assert_eq!(
+                hex::encode(&out),
+                hex::encode(&canonical),
+                "{name}: sealing"
+            );
+            let contents = packet::open(&framing, &want).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let expected: Vec<Message> = msgs
+                .iter()
+                .map(|m| Message::decode_packet(m).unwrap())
+                .collect();
+            assert_eq!(contents.messages, expected, "{name}: opening");
+            assert!(contents.malformed.is_empty(), "{name}");
+            assert_eq!(contents.layers.crc, crc, "{name}");
+        }
+        "stream" => {
+            let framing = framing_for(v);
+            let msg = decode_message(&unhex(&v["message"]), true);
+            let mut out = Vec::new();
+            stream::seal(&framing, &msg, true, &mut nonce_rng(v), &mut out);
+            assert_eq!(
+                hex::encode(&out),
+                hex::encode(&canonical),
+                "{name}: sealing"
+            );
+            let opened = stream::open(&framing, &want, true)
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .unwrap_or_else(|| panic!("{name}: incomplete"));
+            assert_eq!(opened.message, msg, "{name}");
+            assert_eq!(opened.consumed, want.len(), "{name}");
+        }
+        other => panic!("{name}: unknown vector kind {other}"),
     }
 }
 
@@ -419,9 +481,14 @@ fn case(name: String, kind: &str, bytes: &[u8], framing: &Framing) -> Value {
     })
 }
 
+/// Each Go version (0.2.2, 0.5.1, 0.7.0) decodes everything vigil writes to the fields vigil
+/// meant; a failure names the version.
 #[test]
 fn go_accepts_everything_vigil_writes() {
-    let Some(bin) = conformance_bin() else { return };
+    let bins = conformance_bins();
+    if bins.is_empty() {
+        return;
+    }
     let mut rng = StdRng::seed_from_u64(0x5eed);
     let mut cases = Vec::new();
     let mut expected = Vec::new();
@@ -499,35 +566,51 @@ fn go_accepts_everything_vigil_writes() {
             .collect(),
     );
 
-    let answers = go_decode(&bin, &cases);
-    assert_eq!(answers.len(), cases.len(), "one answer per case");
     let mut failures = Vec::new();
-    for ((c, want), got) in cases.iter().zip(&expected).zip(&answers) {
-        let name = c["name"].as_str().unwrap();
-        assert_eq!(got["name"].as_str(), Some(name), "answers in order");
-        if got["ok"] != Value::Bool(true) {
-            failures.push(format!("{name}: Go rejected it: {}", got["error"]));
-            continue;
+    for (version, bin) in &bins {
+        let answers = go_decode(bin, &cases);
+        assert_eq!(answers.len(), cases.len(), "{version}: one answer per case");
+        let before = failures.len();
+        for ((c, want), got) in cases.iter().zip(&expected).zip(&answers) {
+            let name = c["name"].as_str().unwrap();
+            assert_eq!(
+                got["name"].as_str(),
+                Some(name),
+                "{version}: answers in order"
+            );
+            if got["ok"] != Value::Bool(true) {
+                failures.push(format!(
+                    "memberlist {version}: {name}: Go rejected it: {}",
+                    got["error"]
+                ));
+                continue;
+            }
+            let got_msgs: Vec<Value> = got["messages"].as_array().cloned().unwrap_or_default();
+            let want_n: Vec<Value> = want.iter().map(normalize).collect();
+            let got_n: Vec<Value> = got_msgs.iter().map(normalize).collect();
+            if got_n != want_n {
+                failures.push(format!(
+                    "memberlist {version}: {name}: Go misread it:\n  want {}\n  got  {}",
+                    Value::Array(want_n),
+                    Value::Array(got_n)
+                ));
+            }
         }
-        let got_msgs: Vec<Value> = got["messages"].as_array().cloned().unwrap_or_default();
-        let want_n: Vec<Value> = want.iter().map(normalize).collect();
-        let got_n: Vec<Value> = got_msgs.iter().map(normalize).collect();
-        if got_n != want_n {
-            failures.push(format!(
-                "{name}: Go misread it:\n  want {}\n  got  {}",
-                Value::Array(want_n),
-                Value::Array(got_n)
-            ));
+        if failures.len() == before {
+            eprintln!(
+                "memberlist {version} decoded all {} vigil-written cases",
+                cases.len()
+            );
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {} cases failed:\n{}",
+        "{} of {} cases x {} versions failed:\n{}",
         failures.len(),
         cases.len(),
+        bins.len(),
         failures.join("\n")
     );
-    eprintln!("Go decoded all {} vigil-written cases", cases.len());
 }
 
 #[test]

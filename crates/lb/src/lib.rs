@@ -13,6 +13,9 @@
 //! hold-down rank after every settled one) and a split-brain guard (a node announces nothing
 //! while it sees fewer than a majority of the expected members, see [`Quorum`]).
 //!
+//! [`pool`] is the other half of MetalLB's job: which IPs each Service gets (the controller's
+//! allocator).
+//!
 //! No I/O, no clock, no randomness: `forbid(unsafe_code)`, and CI checks that no I/O crate
 //! enters the dependency tree.
 #![forbid(unsafe_code)]
@@ -20,6 +23,7 @@
 mod election;
 mod go_ip;
 mod meta;
+pub mod pool;
 mod service;
 
 pub use election::{Group, Policy, Quorum, Verdict, decide, elect, rank};

@@ -133,7 +133,7 @@ pub struct Metrics {
     /// `Dead` events about nodes that were frozen, partitioned away from the declarer, or
     /// already down (correct verdicts that are not part of a tracked failure).
     pub expected_deaths: u64,
-    /// Refutations seen (`Alive` events: a suspect came back).
+    /// Refutations seen (`Refuted` events: a suspect came back).
     pub refutations_seen: u64,
     /// `Join` events.
     pub joins_seen: u64,

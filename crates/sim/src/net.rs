@@ -151,6 +151,26 @@ impl Network {
     }
 }
 
+impl Link {
+    /// Parses a loss rate given as a fraction (`0.05`) or a percentage (`5%`), 0 to 1.
+    pub fn parse_loss(s: &str) -> Result<f64, String> {
+        let s = s.trim();
+        let (num, pct) = match s.strip_suffix('%') {
+            Some(n) => (n, true),
+            None => (s, false),
+        };
+        let v: f64 = num
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not a loss rate (try 0.05 or 5%)"))?;
+        let v = if pct { v / 100.0 } else { v };
+        if !(0.0..=1.0).contains(&v) {
+            return Err(format!("loss {s:?} is outside 0..1 (0%..100%)"));
+        }
+        Ok(v)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

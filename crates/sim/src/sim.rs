@@ -87,6 +87,40 @@ pub struct Progress {
     pub bootstrap: Option<(usize, usize)>,
 }
 
+impl Progress {
+    /// A closure for [`Sim`] runs that prints a progress line on stderr, at most every 2 s of
+    /// wall time: bootstrapping, then virtual time, speed against real time and events.
+    pub fn stderr_printer() -> impl FnMut(Self) {
+        use std::io::Write as _;
+        let started = Instant::now();
+        let mut last = started;
+        move |p: Self| {
+            let now = Instant::now();
+            if now.duration_since(last) < Duration::from_secs(2) {
+                return;
+            }
+            last = now;
+            let wall = now.duration_since(started).as_secs_f64();
+            if let Some((done, of)) = p.bootstrap {
+                eprint!(
+                    "\r[sim] bootstrapping: {done} of {of} nodes told about every other, wall {wall:.0} s   "
+                );
+                let _ = std::io::stderr().flush();
+                return;
+            }
+            eprint!(
+                "\r[sim] virtual {:.1} s, wall {:.0} s, {:.2}x real time, {} M events, {} queued   ",
+                p.now.as_secs_f64(),
+                wall,
+                p.now.as_secs_f64() / wall.max(1e-9),
+                p.events / 1_000_000,
+                p.queued
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Input {
     Packet {
@@ -1091,7 +1125,7 @@ impl Sim {
             Event::Join(m) => (1, Some(m)),
             Event::Update(m) => (2, Some(m)),
             Event::Suspect { member, .. } => (3, Some(member)),
-            Event::Alive(m) => (4, Some(m)),
+            Event::Refuted(m) => (4, Some(m)),
             Event::Dead(m) => (5, Some(m)),
             Event::Left(m) => (6, Some(m)),
             Event::LeaveComplete => (7, None),
@@ -1123,7 +1157,7 @@ impl Sim {
             (Event::Suspect { .. }, Some(t)) if self.healthy_for(by, t) => {
                 self.metrics.false_suspicions += 1;
             }
-            (Event::Alive(_), _) => self.metrics.refutations_seen += 1,
+            (Event::Refuted(_), _) => self.metrics.refutations_seen += 1,
             (Event::Join(_), _) => self.metrics.joins_seen += 1,
             (Event::LeaveComplete, _) => return self.nodes[by].status == NodeStatus::Leaving,
             _ => {}

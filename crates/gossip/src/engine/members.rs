@@ -29,6 +29,17 @@ impl MemberState {
     pub fn is_gone(self) -> bool {
         matches!(self, Self::Dead | Self::Left)
     }
+
+    /// The lower-case name status pages, logs and metrics labels print (`alive`, `suspect`,
+    /// `dead`, `left`): one spelling for every caller, covering every state this version knows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Alive => "alive",
+            Self::Suspect => "suspect",
+            Self::Dead => "dead",
+            Self::Left => "left",
+        }
+    }
 }
 
 /// An IP address in the byte form its owner advertised (4 or 16 bytes), kept exactly so that

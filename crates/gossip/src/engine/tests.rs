@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::config::Config;
-use crate::wire::Framing;
+use crate::wire::{Alive, Framing, Suspect, Transport, stream};
 use std::collections::HashSet;
 
 fn addr(i: usize) -> SocketAddr {
@@ -260,7 +260,12 @@ fn a_false_accusation_is_refuted() {
         );
         assert_eq!(net.count(i, is_dead("node-1")), 0);
     }
-    assert!(net.count(2, |e| matches!(e, Event::Alive(m) if &*m.name == "node-1")) == 1);
+    assert!(
+        net.count(
+            2,
+            |e| matches!(e, Event::Refuted(m) if &*m.name == "node-1")
+        ) == 1
+    );
 }
 
 #[test]
@@ -1027,4 +1032,18 @@ fn without_strong_evidence_a_refusal_is_only_a_failed_probe() {
         assert_eq!(net.state_of(i, "node-4"), Some(MemberState::Dead));
     }
     assert!((0..4).any(|i| net.count(i, is_suspect("node-4")) > 0));
+}
+
+#[test]
+fn member_state_names_are_the_ones_status_pages_print() {
+    let states = [
+        MemberState::Alive,
+        MemberState::Suspect,
+        MemberState::Dead,
+        MemberState::Left,
+    ];
+    assert_eq!(
+        states.map(MemberState::name),
+        ["alive", "suspect", "dead", "left"]
+    );
 }

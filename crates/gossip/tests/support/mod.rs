@@ -139,7 +139,10 @@ pub fn conformance_bin() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let script = repo_root().join("conformance/build.sh");
-    let out = Command::new("bash").arg(&script).arg("conformance").output();
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("conformance")
+        .output();
     match out {
         Ok(out) if out.status.success() => {
             let stdout = String::from_utf8_lossy(&out.stdout);
@@ -158,6 +161,64 @@ pub fn conformance_bin() -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// The memberlist versions the conformance program is built for: Debian's 0.2.2 (GOPATH mode)
+/// and 0.5.1 / 0.7.0 (module mode, `conformance/build.sh gopeer-VERSION`).
+pub const GO_VERSIONS: [&str; 3] = ["0.2.2", "0.5.1", "0.7.0"];
+
+/// The conformance program of every version in [`GO_VERSIONS`], as `(version, path)`. A missing
+/// one is skipped with a note, unless `VIGIL_REQUIRE_GO=1` (then that is a failure). Looked up
+/// in `VIGIL_GO_BIN_DIR` (0.2.2's is `vigil-conformance`, the others `vigil-conformance-VERSION`),
+/// next to `VIGIL_CONFORMANCE_BIN`, or built with `conformance/build.sh`.
+pub fn conformance_bins() -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for version in GO_VERSIONS {
+        let file = if version == "0.2.2" {
+            "vigil-conformance".to_string()
+        } else {
+            format!("vigil-conformance-{version}")
+        };
+        let dir = std::env::var_os("VIGIL_GO_BIN_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("VIGIL_CONFORMANCE_BIN")
+                    .and_then(|p| PathBuf::from(p).parent().map(Path::to_path_buf))
+            });
+        if let Some(p) = dir.map(|d| d.join(&file)).filter(|p| p.exists()) {
+            out.push((version.to_string(), p));
+            continue;
+        }
+        let target = if version == "0.2.2" {
+            "conformance".to_string()
+        } else {
+            format!("gopeer-{version}")
+        };
+        let built = Command::new("bash")
+            .arg(repo_root().join("conformance/build.sh"))
+            .arg(&target)
+            .output();
+        let why = match built {
+            Ok(o) if o.status.success() => {
+                let stdout = String::from_utf8_lossy(&o.stdout);
+                let p = PathBuf::from(stdout.lines().last().unwrap_or_default().trim()).join(&file);
+                if p.exists() {
+                    out.push((version.to_string(), p));
+                    continue;
+                }
+                format!("{} missing after build", p.display())
+            }
+            Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+            Err(e) => e.to_string(),
+        };
+        if std::env::var("VIGIL_REQUIRE_GO").as_deref() == Ok("1") {
+            panic!(
+                "VIGIL_REQUIRE_GO=1 but the memberlist {version} conformance program did not build: {why}"
+            );
+        }
+        eprintln!("skipping memberlist {version}: conformance program unavailable: {why}");
+    }
+    out
 }
 
 /// Runs `vigil-conformance decode` over JSON-line cases; returns its JSON-line answers.

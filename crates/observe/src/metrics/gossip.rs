@@ -90,7 +90,7 @@ impl MemberEvent {
             E::Join(_) => Self::Join,
             E::Update(_) => Self::Update,
             E::Suspect { .. } => Self::Suspect,
-            E::Alive(_) => Self::Refuted,
+            E::Refuted(_) => Self::Refuted,
             E::Dead(_) => Self::Dead,
             E::Left(_) => Self::Left,
             _ => return None,

@@ -74,7 +74,7 @@ pub(super) fn print_event(ev: Event, counts: &mut EventCounts) {
             v["from"] = Value::String(from.to_string());
             emit("suspect", v);
         }
-        E::Alive(m) => emit("alive", member_json(&m)),
+        E::Refuted(m) => emit("alive", member_json(&m)),
         E::Dead(m) => emit("dead", member_json(&m)),
         E::Left(m) => emit("left", member_json(&m)),
         E::UserMsg(msg) => {

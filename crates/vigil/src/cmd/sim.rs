@@ -3,9 +3,7 @@
 use super::parse_duration;
 use clap::Parser;
 use core::time::Duration;
-use std::io::Write;
 use std::process::ExitCode;
-use std::time::Instant;
 use vigil_gossip::Profile;
 use vigil_sim::{Link, Progress, Scenario, ScenarioKind};
 
@@ -109,20 +107,7 @@ fn parse_scenario(s: &str) -> Result<ScenarioKind, String> {
 }
 
 fn parse_loss(s: &str) -> Result<f64, String> {
-    let s = s.trim();
-    let (num, pct) = match s.strip_suffix('%') {
-        Some(n) => (n, true),
-        None => (s, false),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a loss rate (try 0.05 or 5%)"))?;
-    let v = if pct { v / 100.0 } else { v };
-    if !(0.0..=1.0).contains(&v) {
-        return Err(format!("loss {s:?} is outside 0..1 (0%..100%)"));
-    }
-    Ok(v)
+    Link::parse_loss(s)
 }
 
 /// Runs `vigil sim`.
@@ -156,32 +141,7 @@ pub fn run(args: Args) -> ExitCode {
     let progress: Option<Box<dyn FnMut(Progress)>> = if args.quiet {
         None
     } else {
-        let started = Instant::now();
-        let mut last = started;
-        Some(Box::new(move |p: Progress| {
-            let now = Instant::now();
-            if now.duration_since(last) < Duration::from_secs(2) {
-                return;
-            }
-            last = now;
-            let wall = now.duration_since(started).as_secs_f64();
-            if let Some((done, of)) = p.bootstrap {
-                eprint!(
-                    "\r[sim] bootstrapping: {done} of {of} nodes told about every other, wall {wall:.0} s   "
-                );
-                let _ = std::io::stderr().flush();
-                return;
-            }
-            eprint!(
-                "\r[sim] virtual {:.1} s, wall {:.0} s, {:.2}x real time, {} M events, {} queued   ",
-                p.now.as_secs_f64(),
-                wall,
-                p.now.as_secs_f64() / wall.max(1e-9),
-                p.events / 1_000_000,
-                p.queued
-            );
-            let _ = std::io::stderr().flush();
-        }))
+        Some(Box::new(Progress::stderr_printer()))
     };
     if !args.quiet {
         eprintln!(

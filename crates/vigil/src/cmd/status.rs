@@ -31,7 +31,7 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let addr = match (args.addr, &args.config) {
         (Some(a), _) => a,
-        (None, Some(path)) => match Config::load(path, host_name().as_deref()) {
+        (None, Some(path)) => match Config::read(path, host_name().as_deref()) {
             Ok(c) => match c.http_listen {
                 Some(a) => a,
                 None => {
@@ -89,143 +89,7 @@ pub(crate) fn http_get(addr: SocketAddr, path: &str, limit: Duration) -> Result<
     Ok(body.to_string())
 }
 
-/// The status as two tables: members, then VIPs.
+/// The status as two tables: members, then VIPs ([`Status::render`]).
 pub fn render(s: &Status) -> String {
-    let mut out = String::new();
-    let guard = if s.quorum.needed == 0 {
-        "split-brain guard off".to_string()
-    } else if s.quorum.live >= s.quorum.needed {
-        format!(
-            "quorum ok ({} live, {} needed)",
-            s.quorum.live, s.quorum.needed
-        )
-    } else {
-        format!(
-            "NO QUORUM ({} live, {} needed): announcing nothing",
-            s.quorum.live, s.quorum.needed
-        )
-    };
-    let hold = if s.holding {
-        ", in fail-back hold-down"
-    } else {
-        ""
-    };
-    out.push_str(&format!("node {}: {guard}{hold}\n\n", s.node));
-    let dash = |v: String| if v.is_empty() { "-".to_string() } else { v };
-    let mut rows = vec![[
-        "MEMBER".to_string(),
-        "ADDRESS".into(),
-        "STATE".into(),
-        "LABELS".into(),
-        "FAILING".into(),
-    ]];
-    for m in &s.members {
-        let mut state = m.state.clone();
-        if m.holding {
-            state.push_str(" (holding)");
-        }
-        let labels: Vec<String> = m.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let failing: Vec<&str> = m.failing.iter().map(String::as_str).collect();
-        rows.push([
-            m.name.clone(),
-            m.addr.clone(),
-            state,
-            dash(labels.join(",")),
-            dash(failing.join(",")),
-        ]);
-    }
-    table(&mut out, &rows);
-    out.push('\n');
-    let mut rows = vec![[
-        "VIP".to_string(),
-        "SERVICES".into(),
-        "OWNER".into(),
-        "HERE".into(),
-        "CANDIDATES".into(),
-    ]];
-    for v in &s.vips {
-        rows.push([
-            v.vip.clone(),
-            v.services.join(","),
-            v.owner.clone().unwrap_or_else(|| "(none)".into()),
-            if v.announced_here { "yes" } else { "no" }.into(),
-            dash(v.candidates.join(",")),
-        ]);
-    }
-    table(&mut out, &rows);
-    out
-}
-
-fn table<const N: usize>(out: &mut String, rows: &[[String; N]]) {
-    let mut widths = [0usize; N];
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cmd::standalone::state::{StatusMember, StatusQuorum, StatusVip};
-
-    #[test]
-    fn status_prints_members_and_owners_in_columns() {
-        let status = Status {
-            node: "host-a".into(),
-            members: vec![
-                StatusMember {
-                    name: "host-a".into(),
-                    addr: "198.18.0.11:7946".into(),
-                    state: "alive".into(),
-                    labels: [("rack".to_string(), "r1".to_string())].into(),
-                    ..StatusMember::default()
-                },
-                StatusMember {
-                    name: "host-b".into(),
-                    addr: "198.18.0.12:7946".into(),
-                    state: "suspect".into(),
-                    failing: ["web".to_string()].into(),
-                    holding: true,
-                    ..StatusMember::default()
-                },
-            ],
-            vips: vec![StatusVip {
-                vip: "198.18.0.100".into(),
-                services: vec!["web".into()],
-                owner: Some("host-a".into()),
-                announced_here: true,
-                candidates: vec!["host-a".into()],
-            }],
-            quorum: StatusQuorum { live: 2, needed: 2 },
-            ..Status::default()
-        };
-        let text = render(&status);
-        assert!(
-            text.starts_with("node host-a: quorum ok (2 live, 2 needed)\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("host-a  198.18.0.11:7946  alive              rack=r1  -\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("host-b  198.18.0.12:7946  suspect (holding)  -        web\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("198.18.0.100  web       host-a  yes   host-a\n"),
-            "{text}"
-        );
-    }
+    s.render()
 }

@@ -1,6 +1,6 @@
 //! Real processes for the mixed-cluster tests: `vigil agent` and the Go memberlist peer
-//! (`conformance/cmd/vigil-gopeer`, Debian's memberlist 0.2.2), each killed by PID when its
-//! guard drops, test failure or not.
+//! (`conformance/cmd/vigil-gopeer`, built against memberlist 0.2.2, 0.5.1 and 0.7.0), each
+//! killed by PID when its guard drops, test failure or not.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -24,32 +24,67 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The Go peer binary, or `None` (skip) when Go is missing and `VIGIL_REQUIRE_GO` is not 1.
-/// Built once per test process (tests run in parallel; `build.sh` must not race itself).
+/// The memberlist versions there is a Go peer for: Debian's 0.2.2 (`vigil-gopeer`, GOPATH
+/// mode) and 0.5.1 / 0.7.0 from the module proxy (`vigil-gopeer-VERSION`).
+pub const GO_VERSIONS: [&str; 3] = ["0.2.2", "0.5.1", "0.7.0"];
+
+/// The 0.2.2 Go peer binary, or `None` (skip) when Go is missing and `VIGIL_REQUIRE_GO` is not
+/// 1. See [`gopeer_bin_for`].
 pub fn gopeer_bin() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(find_gopeer).clone()
+    gopeer_bin_for("0.2.2")
 }
 
-fn find_gopeer() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("VIGIL_GOPEER_BIN") {
+/// The Go peer built against memberlist `version` (one of [`GO_VERSIONS`]), or `None` (skip)
+/// when it cannot be had and `VIGIL_REQUIRE_GO` is not 1. Looked up in `VIGIL_GO_BIN_DIR`, next
+/// to `VIGIL_CONFORMANCE_BIN` (`VIGIL_GOPEER_BIN` names 0.2.2's), else built by
+/// `conformance/build.sh`, once per version and test process (tests run in parallel;
+/// `build.sh` must not race itself).
+pub fn gopeer_bin_for(version: &str) -> Option<PathBuf> {
+    static BINS: OnceLock<Mutex<BTreeMap<String, Option<PathBuf>>>> = OnceLock::new();
+    let mut bins = BINS.get_or_init(Default::default).lock().unwrap();
+    bins.entry(version.to_string())
+        .or_insert_with(|| find_gopeer(version))
+        .clone()
+}
+
+fn find_gopeer(version: &str) -> Option<PathBuf> {
+    assert!(
+        GO_VERSIONS.contains(&version),
+        "no Go peer for memberlist {version}"
+    );
+    let (file, target) = if version == "0.2.2" {
+        ("vigil-gopeer".to_string(), "conformance".to_string())
+    } else {
+        (
+            format!("vigil-gopeer-{version}"),
+            format!("gopeer-{version}"),
+        )
+    };
+    if let (true, Ok(p)) = (version == "0.2.2", std::env::var("VIGIL_GOPEER_BIN")) {
         return Some(PathBuf::from(p));
     }
-    if let Ok(p) = std::env::var("VIGIL_CONFORMANCE_BIN") {
-        let peer = Path::new(&p).with_file_name("vigil-gopeer");
-        if peer.exists() {
-            return Some(peer);
-        }
+    let dirs = [
+        std::env::var_os("VIGIL_GO_BIN_DIR").map(PathBuf::from),
+        std::env::var_os("VIGIL_CONFORMANCE_BIN")
+            .and_then(|p| Path::new(&p).parent().map(Path::to_path_buf)),
+    ];
+    if let Some(peer) = dirs
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(&file))
+        .find(|p| p.exists())
+    {
+        return Some(peer);
     }
     let out = Command::new("bash")
         .arg(repo_root().join("conformance/build.sh"))
-        .arg("conformance")
+        .arg(&target)
         .output();
     let why = match out {
         Ok(out) if out.status.success() => {
             let stdout = String::from_utf8_lossy(&out.stdout);
             let last = stdout.lines().last().unwrap_or_default().trim().to_string();
-            let peer = Path::new(&last).join("vigil-gopeer");
+            let peer = Path::new(&last).join(&file);
             if peer.exists() {
                 return Some(peer);
             }
@@ -59,9 +94,9 @@ fn find_gopeer() -> Option<PathBuf> {
         Err(e) => e.to_string(),
     };
     if std::env::var("VIGIL_REQUIRE_GO").as_deref() == Ok("1") {
-        panic!("VIGIL_REQUIRE_GO=1 but the Go peer did not build: {why}");
+        panic!("VIGIL_REQUIRE_GO=1 but the memberlist {version} Go peer did not build: {why}");
     }
-    eprintln!("skipping Go interop: Go peer unavailable: {why}");
+    eprintln!("skipping Go interop with memberlist {version}: Go peer unavailable: {why}");
     None
 }
 
@@ -103,6 +138,9 @@ pub struct Node {
     pub addr: SocketAddr,
     /// The admin endpoint (vigil only).
     pub admin: Option<SocketAddr>,
+    /// The network namespace the node runs in, if not the test's own: admin requests are made
+    /// from inside it.
+    pub netns: Option<String>,
     child: Child,
     stdin: Option<ChildStdin>,
     events: Arc<Mutex<Vec<Value>>>,
@@ -165,6 +203,7 @@ pub fn spawn(name: &str, kind: Kind, mut cmd: Command) -> Node {
         kind,
         addr: "0.0.0.0:0".parse().unwrap(),
         admin: None,
+        netns: None,
         child,
         stdin,
         events,
@@ -354,7 +393,11 @@ impl Node {
     /// One request to the admin endpoint, with the admin token: (status, body).
     pub fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let admin = self.admin.expect("vigil node with an admin endpoint");
-        let mut s = TcpStream::connect(admin).expect("admin connect");
+        let mut s = match &self.netns {
+            Some(ns) => connect_in(ns, admin),
+            None => TcpStream::connect(admin),
+        }
+        .expect("admin connect");
         s.set_read_timeout(Some(WAIT)).unwrap();
         write!(
             s,
@@ -412,6 +455,20 @@ impl Node {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Connects to `addr` from inside the network namespace `ns` (`/run/netns/NS`): a thread of
+/// its own joins the namespace, so the socket belongs there, and the thread ends.
+pub fn connect_in(ns: &str, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let path = Path::new("/run/netns").join(ns);
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path)?;
+        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+            .map_err(|e| std::io::Error::other(format!("setns {}: {e}", path.display())))?;
+        TcpStream::connect_timeout(&addr, WAIT)
+    })
+    .join()
+    .expect("connect thread")
 }
 
 /// Waits until each node sees exactly `names` alive.

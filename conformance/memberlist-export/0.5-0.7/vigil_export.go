@@ -1,0 +1,426 @@
+// This file is not part of hashicorp/memberlist.  vigil's conformance
+// build (conformance/build.sh) drops it into a private copy of the package so
+// that the conformance tool can reach memberlist's unexported wire code.
+//
+// This is the variant for memberlist 0.5.1 and 0.7.0 (module mode, go-msgpack
+// v2); memberlist-export/0.2.2/ holds the one for Debian's 0.2.2.  It offers
+// the same exported API, so cmd/vigil-conformance compiles against either.
+// Labels exist in these versions, so every wrapper calls the real code.
+
+package memberlist
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// Wire structs, exported under aliases so that a main package can fill and
+// inspect them.  Field names are the msgpack map keys.
+type (
+	VPing            = ping
+	VIndirectPingReq = indirectPingReq
+	VAckResp         = ackResp
+	VNackResp        = nackResp
+	VErrResp         = errResp
+	VSuspect         = suspect
+	VAlive           = alive
+	VDead            = dead
+	VPushPullHeader  = pushPullHeader
+	VUserMsgHeader   = userMsgHeader
+	VPushNodeState   = pushNodeState
+	VCompressStruct  = compress
+)
+
+// Message type bytes, as memberlist defines them.
+const (
+	VPingMsg         = uint8(pingMsg)
+	VIndirectPingMsg = uint8(indirectPingMsg)
+	VAckRespMsg      = uint8(ackRespMsg)
+	VSuspectMsg      = uint8(suspectMsg)
+	VAliveMsg        = uint8(aliveMsg)
+	VDeadMsg         = uint8(deadMsg)
+	VPushPullMsg     = uint8(pushPullMsg)
+	VCompoundMsg     = uint8(compoundMsg)
+	VUserMsg         = uint8(userMsg)
+	VCompressMsg     = uint8(compressMsg)
+	VEncryptMsg      = uint8(encryptMsg)
+	VNackRespMsg     = uint8(nackRespMsg)
+	VHasCrcMsg       = uint8(hasCrcMsg)
+	VErrMsg          = uint8(errMsg)
+)
+
+// VHasLabelMsg is the label header type.
+const VHasLabelMsg = uint8(hasLabelMsg)
+
+// VEncode is memberlist's encode(): [type byte][msgpack body].
+func VEncode(msgType uint8, in interface{}) ([]byte, error) {
+	buf, err := encode(messageType(msgType), in, false)
+	if err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// VDecode is memberlist's decode() of a body (type byte already stripped).
+func VDecode(body []byte, out interface{}) error {
+	return decode(body, out)
+}
+
+// VMakeCompound is makeCompoundMessage.
+func VMakeCompound(msgs [][]byte) []byte {
+	return makeCompoundMessage(msgs).Bytes()
+}
+
+// VDecodeCompound is decodeCompoundMessage (input without the type byte 7).
+func VDecodeCompound(body []byte) (truncated int, parts [][]byte, err error) {
+	return decodeCompoundMessage(body)
+}
+
+// VCompress is compressPayload: [9][msgpack compress{Algo, Buf}].
+func VCompress(in []byte) ([]byte, error) {
+	buf, err := compressPayload(in, false)
+	if err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// VDecompress is decompressPayload (input without the type byte 9).
+func VDecompress(body []byte) ([]byte, error) {
+	return decompressPayload(body)
+}
+
+// VDecompressBuffer is decompressBuffer, used by the stream reader.
+func VDecompressBuffer(c *VCompressStruct) ([]byte, error) {
+	return decompressBuffer(c)
+}
+
+// VEncrypt is encryptPayload; the nonce comes from crypto/rand.Reader,
+// which the caller may replace to get reproducible output.
+func VEncrypt(vsn uint8, key, msg, aad []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := encryptPayload(encryptionVersion(vsn), key, msg, aad, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// VDecrypt is decryptPayload: tries every key, returns the plaintext.
+func VDecrypt(keys [][]byte, msg, aad []byte) ([]byte, error) {
+	return decryptPayload(keys, msg, aad)
+}
+
+// VEncryptedLength is encryptedLength.
+func VEncryptedLength(vsn uint8, n int) int {
+	return encryptedLength(encryptionVersion(vsn), n)
+}
+
+// --- A minimal Memberlist for running the real send/receive code paths. ---
+
+// VHarness wraps a Memberlist that has a config, a capturing transport and a
+// capturing delegate, and nothing else.  It is only good for the methods
+// below, which touch no other state.
+type VHarness struct {
+	m         *Memberlist
+	transport *captureTransport
+	delegate  *captureDelegate
+}
+
+// NewVHarness builds a harness.  keys: keyring (primary first), may be empty.
+// protocolVersion 1 selects encryption version 0, anything else version 1.
+// compression mirrors Config.EnableCompression.
+func NewVHarness(keys [][]byte, protocolVersion uint8, compression bool) (*VHarness, error) {
+	conf := DefaultLANConfig()
+	conf.ProtocolVersion = protocolVersion
+	conf.EnableCompression = compression
+	// BindPort 0 keeps readRemoteState's "Port==0 -> BindPort" substitution
+	// from changing anything we report.
+	conf.BindPort = 0
+	conf.GossipVerifyIncoming = true
+	conf.GossipVerifyOutgoing = true
+	conf.Logger = log.New(io.Discard, "", 0)
+	if len(keys) > 0 {
+		ring, err := NewKeyring(keys, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		conf.Keyring = ring
+	}
+	h := &VHarness{transport: &captureTransport{}, delegate: &captureDelegate{}}
+	conf.Delegate = h.delegate
+	h.m = &Memberlist{
+		config:    conf,
+		transport: h.transport,
+		nodeMap:   map[string]*nodeState{},
+		logger:    conf.Logger,
+	}
+	return h, nil
+}
+
+// SendPacket runs rawSendMsgPacket and returns the bytes handed to the
+// transport.  crc=true passes a recipient with PMax 5, which is what makes
+// Go add the [12][crc32] prefix.
+func (h *VHarness) SendPacket(msg []byte, crc bool) ([]byte, error) {
+	var node *Node
+	if crc {
+		node = &Node{Name: "peer", PMin: 1, PMax: 5, PCur: 2}
+	}
+	h.transport.written = nil
+	addr := Address{Addr: "192.0.2.1:7946", Name: "peer"}
+	if err := h.m.rawSendMsgPacket(addr, node, msg); err != nil {
+		return nil, err
+	}
+	if len(h.transport.written) != 1 {
+		return nil, fmt.Errorf("expected one packet, transport got %d", len(h.transport.written))
+	}
+	return h.transport.written[0], nil
+}
+
+// SendStream runs rawSendMsgStream and returns what it wrote to the conn.
+func (h *VHarness) SendStream(msg []byte) ([]byte, error) {
+	conn := &memConn{}
+	if err := h.m.rawSendMsgStream(conn, msg, ""); err != nil {
+		return nil, err
+	}
+	return conn.out.Bytes(), nil
+}
+
+// LocalState runs sendLocalState (compression and encryption as configured)
+// for a node table built from states and returns the stream bytes.  Go always
+// sends a 6-byte Vsn built from the node's P*/D* fields, so states must carry
+// a 6-byte Vsn.
+func (h *VHarness) LocalState(states []VPushNodeState, join bool, userState []byte) ([]byte, error) {
+	nodes := make([]*nodeState, len(states))
+	for i, s := range states {
+		if len(s.Vsn) != 6 {
+			return nil, fmt.Errorf("state %d: sendLocalState needs a 6-byte Vsn", i)
+		}
+		nodes[i] = &nodeState{
+			Node: Node{
+				Name: s.Name, Addr: net.IP(s.Addr), Port: s.Port, Meta: s.Meta,
+				PMin: s.Vsn[0], PMax: s.Vsn[1], PCur: s.Vsn[2],
+				DMin: s.Vsn[3], DMax: s.Vsn[4], DCur: s.Vsn[5],
+			},
+			Incarnation: s.Incarnation,
+			State:       s.State,
+		}
+	}
+	h.m.nodes = nodes
+	h.delegate.localState = userState
+	defer func() { h.m.nodes = nil; h.delegate.localState = nil }()
+	conn := &memConn{}
+	if err := h.m.sendLocalState(conn, join, ""); err != nil {
+		return nil, err
+	}
+	return conn.out.Bytes(), nil
+}
+
+// VEncodePushPull builds [6][header][states...][user state] the way
+// sendLocalState does (one encoder, values written back to back), but for any
+// state contents, e.g. a short Vsn that sendLocalState cannot produce.
+func VEncodePushPull(join bool, states []VPushNodeState, userState []byte) ([]byte, error) {
+	var out bytes.Buffer
+	out.WriteByte(byte(pushPullMsg))
+	hd := codec.MsgpackHandle{}
+	enc := codec.NewEncoder(&out, &hd)
+	header := pushPullHeader{Nodes: len(states), UserStateLen: len(userState), Join: join}
+	if err := enc.Encode(&header); err != nil {
+		return nil, err
+	}
+	for i := range states {
+		if err := enc.Encode(&states[i]); err != nil {
+			return nil, err
+		}
+	}
+	out.Write(userState)
+	return out.Bytes(), nil
+}
+
+// VEncodeUserStream builds [8][msgpack userMsgHeader][raw] as sendUserMsg does.
+func VEncodeUserStream(msg []byte) ([]byte, error) {
+	var out bytes.Buffer
+	out.WriteByte(byte(userMsg))
+	hd := codec.MsgpackHandle{}
+	enc := codec.NewEncoder(&out, &hd)
+	if err := enc.Encode(&userMsgHeader{UserMsgLen: len(msg)}); err != nil {
+		return nil, err
+	}
+	out.Write(msg)
+	return out.Bytes(), nil
+}
+
+// EncryptStream is encryptLocalState: [10][len u32 BE][encrypted], AAD =
+// the 5 header bytes followed by the stream label.
+func (h *VHarness) EncryptStream(plain []byte, label string) ([]byte, error) {
+	return h.m.encryptLocalState(plain, label)
+}
+
+// EncryptionEnabled is Config.EncryptionEnabled.
+func (h *VHarness) EncryptionEnabled() bool {
+	return h.m.config.EncryptionEnabled()
+}
+
+// DecryptStream reads the rest of an encryptMsg (the type byte 10 has been
+// consumed) from r and decrypts it with decryptRemoteState, the label being
+// part of the AAD.
+func (h *VHarness) DecryptStream(r io.Reader, label string) ([]byte, error) {
+	return h.m.decryptRemoteState(r, label)
+}
+
+// ReadRemoteState runs the real readRemoteState over body (the bytes after
+// the pushPull type byte).  The header is decoded a second time, separately,
+// so the caller can report its raw values (readRemoteState hides them), and
+// absurd counts are refused before Go would allocate for them.
+func (h *VHarness) ReadRemoteState(body []byte) (hdr VPushPullHeader, states []VPushNodeState, userState []byte, trailing int, err error) {
+	if err = decode(body, &hdr); err != nil {
+		return
+	}
+	// Every state is at least one msgpack byte, the user state is raw bytes:
+	// a header promising more than is left cannot succeed in Go either (it
+	// would fail with EOF after allocating), so stop before allocating.
+	if hdr.Nodes > len(body) || hdr.UserStateLen > len(body) {
+		err = fmt.Errorf("vigil guard: header promises Nodes=%d UserStateLen=%d but only %d bytes follow the type byte (Go would fail reading with EOF)",
+			hdr.Nodes, hdr.UserStateLen, len(body))
+		return
+	}
+	r := bytes.NewReader(body)
+	dec := codec.NewDecoder(r, &codec.MsgpackHandle{})
+	_, states, userState, err = h.m.readRemoteState(r, dec)
+	trailing = r.Len()
+	return
+}
+
+// ReadUserMsg runs the real readUserMsg over body (bytes after the type byte
+// 8 of a stream) and returns the header and what reached the delegate.
+func (h *VHarness) ReadUserMsg(body []byte) (hdr VUserMsgHeader, msg []byte, trailing int, err error) {
+	if err = decode(body, &hdr); err != nil {
+		return
+	}
+	if hdr.UserMsgLen > len(body) {
+		err = fmt.Errorf("vigil guard: header promises UserMsgLen=%d but only %d bytes follow the type byte (Go would fail reading with EOF)",
+			hdr.UserMsgLen, len(body))
+		return
+	}
+	h.delegate.msgs = nil
+	r := bytes.NewReader(body)
+	dec := codec.NewDecoder(r, &codec.MsgpackHandle{})
+	if err = h.m.readUserMsg(r, dec); err != nil {
+		return
+	}
+	trailing = r.Len()
+	switch len(h.delegate.msgs) {
+	case 0:
+		// readUserMsg only calls the delegate when UserMsgLen > 0.
+	case 1:
+		msg = h.delegate.msgs[0]
+	default:
+		err = errors.New("delegate received more than one message")
+	}
+	return
+}
+
+// VDecodeStreamValue decodes one msgpack value from the front of body the
+// way the stream reader's decoder does, returning how many bytes are left.
+func VDecodeStreamValue(body []byte, out interface{}) (trailing int, err error) {
+	r := bytes.NewReader(body)
+	dec := codec.NewDecoder(r, &codec.MsgpackHandle{})
+	err = dec.Decode(out)
+	return r.Len(), err
+}
+
+// captureTransport records packets instead of sending them.
+type captureTransport struct {
+	written [][]byte
+}
+
+var _ NodeAwareTransport = (*captureTransport)(nil)
+
+func (t *captureTransport) FinalAdvertiseAddr(string, int) (net.IP, int, error) {
+	return net.IPv4(192, 0, 2, 2), 7946, nil
+}
+func (t *captureTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	t.written = append(t.written, append([]byte{}, b...))
+	return time.Time{}, nil
+}
+func (t *captureTransport) WriteToAddress(b []byte, addr Address) (time.Time, error) {
+	return t.WriteTo(b, addr.Addr)
+}
+func (t *captureTransport) PacketCh() <-chan *Packet { return nil }
+func (t *captureTransport) DialTimeout(string, time.Duration) (net.Conn, error) {
+	return nil, errors.New("captureTransport cannot dial")
+}
+func (t *captureTransport) DialAddressTimeout(Address, time.Duration) (net.Conn, error) {
+	return nil, errors.New("captureTransport cannot dial")
+}
+func (t *captureTransport) StreamCh() <-chan net.Conn { return nil }
+func (t *captureTransport) Shutdown() error           { return nil }
+func (t *captureTransport) IngestPacket(net.Conn, net.Addr, time.Time, bool) error {
+	return errors.New("not supported")
+}
+func (t *captureTransport) IngestStream(net.Conn) error { return errors.New("not supported") }
+
+// captureDelegate supplies user state to sendLocalState and records what
+// readUserMsg delivers.
+type captureDelegate struct {
+	localState []byte
+	msgs       [][]byte
+}
+
+func (d *captureDelegate) NodeMeta(int) []byte                 { return nil }
+func (d *captureDelegate) NotifyMsg(b []byte)                  { d.msgs = append(d.msgs, b) }
+func (d *captureDelegate) GetBroadcasts(int, int) [][]byte     { return nil }
+func (d *captureDelegate) LocalState(bool) []byte              { return d.localState }
+func (d *captureDelegate) MergeRemoteState(buf []byte, _ bool) {}
+
+// memConn is a write-only in-memory net.Conn for the stream send paths.
+type memConn struct {
+	out bytes.Buffer
+}
+
+func (c *memConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (c *memConn) Write(b []byte) (int, error)      { return c.out.Write(b) }
+func (c *memConn) Close() error                     { return nil }
+func (c *memConn) LocalAddr() net.Addr              { return memAddr{} }
+func (c *memConn) RemoteAddr() net.Addr             { return memAddr{} }
+func (c *memConn) SetDeadline(time.Time) error      { return nil }
+func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
+
+type memAddr struct{}
+
+func (memAddr) Network() string { return "mem" }
+func (memAddr) String() string  { return "mem" }
+
+// VAliveCrashCheck hands a copy of a to aliveNode on a fresh, idle node
+// (mock transport, no peers) and discards the verdict.  0.2.2 panics there
+// on a 1..5-byte Vsn; these versions check the length, and any panic they
+// did have would propagate to the caller.
+func VAliveCrashCheck(a *VAlive) error {
+	conf := DefaultLANConfig()
+	conf.Name = "vigil-conformance-receiver"
+	conf.Logger = log.New(io.Discard, "", 0)
+	network := &MockNetwork{}
+	conf.Transport = network.NewTransport(conf.Name)
+	m, err := newMemberlist(conf)
+	if err != nil {
+		return err
+	}
+	defer m.Shutdown()
+	msg := *a
+	m.aliveNode(&msg, nil, false)
+	return nil
+}
+
+// VerifyProtocolCrashCheck runs verifyProtocol over received push/pull
+// states with an empty local table and discards the verdict (0.2.2 panics
+// there on a 1..5-byte Vsn).
+func (h *VHarness) VerifyProtocolCrashCheck(states []VPushNodeState) {
+	h.m.verifyProtocol(states)
+}

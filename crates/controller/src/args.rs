@@ -1,0 +1,175 @@
+//! The controller's command line and environment, with MetalLB's controller's names where
+//! MetalLB has one, checked into [`Settings`] before anything starts.
+
+use std::time::Duration;
+
+/// `vigil controller`'s flags. MetalLB's controller reads the same names (`--namespace` /
+/// `METALLB_NAMESPACE`, `--ml-secret-name` / `METALLB_ML_SECRET_NAME`, `--deployment` /
+/// `METALLB_DEPLOYMENT`, `--lb-class`), so a MetalLB manifest's arguments and environment
+/// carry over.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Namespace of the IPAddressPools, the memberlist Secret and the leader Lease.
+    #[arg(long, env = "METALLB_NAMESPACE")]
+    pub namespace: String,
+    /// Name of the memberlist Secret to create when it is missing; empty: create none.
+    #[arg(
+        long = "ml-secret-name",
+        env = "METALLB_ML_SECRET_NAME",
+        default_value = ""
+    )]
+    pub ml_secret_name: String,
+    /// The controller's Deployment, made owner of a Secret created here (so deleting the
+    /// Deployment removes the Secret, as with MetalLB); empty: no owner.
+    #[arg(long, env = "METALLB_DEPLOYMENT", default_value = "")]
+    pub deployment: String,
+    /// Handle only Services whose `spec.loadBalancerClass` is this; empty: only Services
+    /// without a class.
+    #[arg(long = "lb-class", default_value = "")]
+    pub lb_class: String,
+    /// This replica's identity in the Lease (default: the pod name, else the host name).
+    #[arg(long, env = "METALLB_POD_NAME")]
+    pub identity: Option<String>,
+    /// The Lease the replicas elect their leader on.
+    #[arg(long, default_value = "vigil-controller")]
+    pub lease_name: String,
+    /// How long a leader's Lease lasts without renewal (whole seconds, at least 2): a killed
+    /// leader is replaced within this time.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    /// How long before the Lease ends the leader renews it (less than the duration).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub lease_grace: Duration,
+}
+
+/// Checked settings: what [`crate::run`] takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Namespace of pools, Secret and Lease.
+    pub namespace: String,
+    /// The memberlist Secret to create when missing, if any.
+    pub ml_secret_name: Option<String>,
+    /// The Deployment owning a created Secret, if any.
+    pub deployment: Option<String>,
+    /// The load-balancer class handled (`None`: Services without a class).
+    pub lb_class: Option<String>,
+    /// This replica's Lease identity.
+    pub identity: String,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// Lease duration in whole seconds.
+    pub lease_seconds: u64,
+    /// Renewal margin in whole seconds.
+    pub grace_seconds: u64,
+}
+
+/// A flag that cannot be used, named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgsError {
+    /// `--namespace` is empty.
+    #[error("--namespace (METALLB_NAMESPACE) must name a namespace")]
+    NoNamespace,
+    /// `--lease-duration` is below 2 s or not whole seconds.
+    #[error("--lease-duration {0:?} must be whole seconds, at least 2s")]
+    LeaseDuration(Duration),
+    /// `--lease-grace` is zero, not whole seconds, or not below the duration.
+    #[error(
+        "--lease-grace {0:?} must be whole seconds, at least 1s and less than --lease-duration"
+    )]
+    LeaseGrace(Duration),
+    /// No identity given and no host name to fall back on.
+    #[error("--identity is empty and the host name is unknown")]
+    NoIdentity,
+}
+
+impl Args {
+    /// Checks the flags.
+    pub fn settings(&self) -> Result<Settings, ArgsError> {
+        if self.namespace.is_empty() {
+            return Err(ArgsError::NoNamespace);
+        }
+        let whole = |d: Duration| d.subsec_nanos() == 0;
+        let lease = self.lease_duration;
+        if !whole(lease) || lease < Duration::from_secs(2) {
+            return Err(ArgsError::LeaseDuration(lease));
+        }
+        let grace = self.lease_grace;
+        if !whole(grace) || grace.is_zero() || grace >= lease {
+            return Err(ArgsError::LeaseGrace(grace));
+        }
+        let identity = match self.identity.as_deref().filter(|s| !s.is_empty()) {
+            Some(id) => id.to_string(),
+            None => host_name().ok_or(ArgsError::NoIdentity)?,
+        };
+        let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
+        Ok(Settings {
+            namespace: self.namespace.clone(),
+            ml_secret_name: non_empty(&self.ml_secret_name),
+            deployment: non_empty(&self.deployment),
+            lb_class: non_empty(&self.lb_class),
+            identity,
+            lease_name: self.lease_name.clone(),
+            lease_seconds: lease.as_secs(),
+            grace_seconds: grace.as_secs(),
+        })
+    }
+}
+
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(argv: &[&str]) -> Result<Settings, ArgsError> {
+        let mut full = vec!["controller"];
+        full.extend_from_slice(argv);
+        Cli::try_parse_from(full).unwrap().args.settings()
+    }
+
+    #[test]
+    fn metallb_flag_names_and_defaults() {
+        let s = parse(&[
+            "--namespace=metallb-system",
+            "--ml-secret-name=memberlist",
+            "--lb-class=vigil",
+            "--identity=a",
+        ])
+        .unwrap();
+        assert_eq!(s.namespace, "metallb-system");
+        assert_eq!(s.ml_secret_name.as_deref(), Some("memberlist"));
+        assert_eq!(s.deployment, None);
+        assert_eq!(s.lb_class.as_deref(), Some("vigil"));
+        assert_eq!((s.lease_seconds, s.grace_seconds), (15, 5));
+    }
+
+    #[test]
+    fn bad_lease_times_are_named() {
+        let e = parse(&["--namespace=x", "--identity=a", "--lease-duration=1500ms"]).unwrap_err();
+        assert!(e.to_string().contains("--lease-duration"), "{e}");
+        let e = parse(&[
+            "--namespace=x",
+            "--identity=a",
+            "--lease-duration=4s",
+            "--lease-grace=4s",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("--lease-grace"), "{e}");
+        assert_eq!(
+            parse(&["--namespace=", "--identity=a"]).unwrap_err(),
+            ArgsError::NoNamespace
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! `vigil controller`: MetalLB-compatible IP allocation for LoadBalancer Services, as a
+//! kube-rs controller driving the pure allocator `vigil_lb::pool`, with leader election on a
+//! `coordination.k8s.io/v1` Lease and the memberlist Secret created when missing.
+//!
+//! It reads what MetalLB's controller reads and writes what it writes (v0.16.2): the
+//! IPAddressPools of its namespace (`metallb.io/v1beta1`, types from `vigil_k8s::crd`),
+//! Namespaces (for `namespaceSelectors`) and Services (`metallb.io/address-pool`,
+//! `metallb.io/loadBalancerIPs`, `spec.loadBalancerIP`, `metallb.io/allow-shared-ip`, the
+//! deprecated `metallb.universe.tf/` prefix, `spec.loadBalancerClass` against `--lb-class`,
+//! `ipFamilies`/`ipFamilyPolicy`); it writes `status.loadBalancer.ingress` and
+//! `metallb.io/ip-allocated-from-pool` in one status update with a resourceVersion
+//! precondition, pool status counters, and MetalLB's events with MetalLB's reasons.
+//!
+//! - [`args`]: flags and environment (MetalLB's names), checked into [`Settings`].
+//! - [`leader`]: the replica's life: Secret, Lease, leading while elected ([`run`]).
+//! - [`engine`]: the leader's reflectors, reconcile and writes.
+//! - [`service`]: a Service read as an allocation request, and written back (pure).
+//! - [`pools`]: IPAddressPools read as `lb::pool` pools, counters as pool status (pure).
+//! - [`events`]: MetalLB's Service events for a convergence (pure).
+//! - [`secret`]: the memberlist Secret in MetalLB's format.
+#![forbid(unsafe_code)]
+
+pub mod args;
+pub mod engine;
+pub mod events;
+pub mod leader;
+pub mod pools;
+pub mod secret;
+pub mod service;
+
+pub use args::{Args, ArgsError, Settings};
+pub use leader::{RunError, run};

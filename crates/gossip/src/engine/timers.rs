@@ -1,0 +1,99 @@
+//! The clock: the periodic ticks (probe, gossip, push/pull), the running probe's ack window
+//! and verdict, the heap of suspicion and relay deadlines, and what
+//! [`handle_timeout`](Membership::handle_timeout) runs when each comes due.
+
+use super::push_pull::push_pull_scale;
+use super::{Event, Membership};
+use core::time::Duration;
+use std::cmp::Reverse;
+use std::time::Instant;
+
+/// An entry of the deadline heap. Entries are never removed early: a stale one (a suspicion
+/// refuted or re-timed, a relay answered) is recognised and skipped when it comes due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Deadline {
+    Suspicion { episode: u64 },
+    Relay { seq: u32 },
+}
+
+/// The first tick of a `period`-spaced schedule that lies after `now`.
+pub(super) fn advance(mut at: Instant, period: Duration, now: Instant) -> Instant {
+    if period.is_zero() {
+        return now + Duration::from_secs(365 * 24 * 3600);
+    }
+    while at <= now {
+        at += period;
+    }
+    at
+}
+
+impl Membership {
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.next_gossip.min(self.next_push_pull);
+        match &self.probe {
+            // `next_probe` stays in the past while a probe runs (it advances when the probe
+            // ends), so it only counts when no probe is in progress.
+            None => t = t.min(self.next_probe),
+            Some(p) => {
+                t = t.min(if p.indirect_sent {
+                    p.end
+                } else {
+                    p.ack_deadline
+                });
+            }
+        }
+        if let Some(Reverse((d, _))) = self.deadlines.peek() {
+            t = t.min(*d);
+        }
+        if let Some(d) = self.leave_deadline {
+            t = t.min(d);
+        }
+        Some(t)
+    }
+
+    /// Time has come (see [`poll_timeout`](Self::poll_timeout)).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(d) = self.leave_deadline
+            && now >= d
+        {
+            self.leave_deadline = None;
+            self.events.push_back(Event::LeaveComplete);
+        }
+        while let Some(Reverse((d, what))) = self.deadlines.peek().copied() {
+            if d > now {
+                break;
+            }
+            self.deadlines.pop();
+            match what {
+                Deadline::Suspicion { episode } => self.suspicion_expired(now, episode, d),
+                Deadline::Relay { seq } => self.relay_timer(now, seq),
+            }
+        }
+        if let Some(p) = &self.probe
+            && !p.indirect_sent
+            && now >= p.ack_deadline
+        {
+            self.probe_indirect(now);
+        }
+        if let Some(p) = &self.probe
+            && p.indirect_sent
+            && now >= p.end
+        {
+            self.probe_verdict(now);
+        }
+        if self.probe.is_none() && now >= self.next_probe {
+            self.start_probe(now);
+        }
+        if now >= self.next_gossip {
+            self.gossip(now);
+            self.next_gossip = advance(self.next_gossip, self.config.gossip_interval, now);
+        }
+        if now >= self.next_push_pull {
+            self.first_push_pull = None;
+            self.periodic_push_pull(now);
+            let interval = push_pull_scale(self.config.push_pull_interval, self.members.len());
+            self.next_push_pull = advance(self.next_push_pull, interval, now);
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The speaker's command line and environment, as MetalLB's speaker takes them
+//! (`speaker/main.go`, v0.16.2), so a DaemonSet can swap only its image. Parsing only.
+//!
+//! Every flag reads its MetalLB environment variable when not given; a flag beats the
+//! environment; an empty variable counts as unset (Go's `os.Getenv` default). Go's flag
+//! package also accepts one dash (`-port=9120`) and `--flag=false` for booleans: so does this
+//! (see [`go_style_args`]).
+
+use crate::secret::KeyDerivation;
+use crate::selector::{Selector, SelectorError};
+use clap::{ArgAction, Parser};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// MetalLB's default metrics port (HTTPS since v0.16; 0 disables).
+pub const DEFAULT_METRICS_PORT: u16 = 9120;
+/// MetalLB's default health-probe port (bound to 127.0.0.1).
+pub const DEFAULT_HEALTH_PROBE_PORT: u16 = 17472;
+/// memberlist's default port, used when `METALLB_ML_BIND_PORT` is unset.
+pub const DEFAULT_ML_PORT: u16 = 7946;
+
+/// The flags and variables, as given.
+#[derive(Debug, Clone, Parser, PartialEq, Eq)]
+#[command(
+    name = "speaker",
+    about = "vigil speaker, Kubernetes mode (MetalLB's flags)"
+)]
+pub struct SpeakerArgs {
+    /// Name of this Kubernetes node (spec.nodeName); required.
+    #[arg(long = "node-name", env = "METALLB_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Name of this speaker Pod (owner of the status objects it writes).
+    #[arg(long = "pod-name", env = "METALLB_POD_NAME")]
+    pub pod_name: Option<String>,
+    /// MetalLB's namespace (configuration objects, speaker Pods); else the service account's.
+    #[arg(long = "namespace", env = "METALLB_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Deprecated and unused, as in MetalLB.
+    #[arg(long = "host", env = "METALLB_HOST")]
+    pub host: Option<String>,
+    /// memberlist bind address (the pod IP); with `--ml-labels`, enables memberlist.
+    #[arg(long = "ml-bindaddr", env = "METALLB_ML_BIND_ADDR")]
+    pub ml_bind_addr: Option<String>,
+    /// memberlist bind and advertise port (default 7946).
+    #[arg(long = "ml-bindport", env = "METALLB_ML_BIND_PORT")]
+    pub ml_bind_port: Option<String>,
+    /// Label selector of the speaker Pods (peers); with `--ml-bindaddr`, enables memberlist.
+    #[arg(long = "ml-labels", env = "METALLB_ML_LABELS")]
+    pub ml_labels: Option<String>,
+    /// Namespace of the speaker Pods (MetalLB 0.9's variable; later ones use `--namespace`).
+    #[arg(long = "ml-namespace", env = "METALLB_ML_NAMESPACE")]
+    pub ml_namespace: Option<String>,
+    /// Directory holding the memberlist key file `secretkey`.
+    #[arg(long = "ml-secret-key-path", env = "METALLB_ML_SECRET_KEY_PATH")]
+    pub ml_secret_key_path: Option<PathBuf>,
+    /// Start from memberlist's WAN defaults (ignored when the tuning file exists).
+    #[arg(long = "ml-wan-config", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub ml_wan_config: bool,
+    /// Handle only Services of this loadBalancerClass (none: only Services without a class).
+    #[arg(long = "lb-class", default_value = "")]
+    pub lb_class: String,
+    /// Ignore the exclude-from-external-load-balancers node label.
+    #[arg(long = "ignore-exclude-lb", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub ignore_exclude_lb: bool,
+    /// all, debug, info, warn, error or none.
+    #[arg(long = "log-level", default_value = "info")]
+    pub log_level: String,
+    /// Metrics port (0 disables).
+    #[arg(long = "port", default_value_t = DEFAULT_METRICS_PORT)]
+    pub port: u16,
+    /// Health-probe port.
+    #[arg(long = "health-probe-port", default_value_t = DEFAULT_HEALTH_PROBE_PORT)]
+    pub health_probe_port: u16,
+    /// Kubeconfig file (default: in-cluster configuration).
+    #[arg(long = "kubeconfig", env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// vigil: which MetalLB release's memberlist key derivation to use (sha256 = v0.16.2+,
+    /// v0.14 = v0.14.0 to v0.16.1, v0.13).
+    #[arg(
+        long = "ml-key-derivation",
+        env = "VIGIL_ML_KEY_DERIVATION",
+        default_value = "sha256"
+    )]
+    pub ml_key_derivation: KeyDerivation,
+}
+
+/// MetalLB's log levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Everything.
+    All,
+    /// Debug and up.
+    Debug,
+    /// Info and up.
+    Info,
+    /// Warnings and errors.
+    Warn,
+    /// Errors.
+    Error,
+    /// Nothing.
+    None,
+}
+
+/// memberlist settings, present when both `--ml-labels` and `--ml-bindaddr` are set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Memberlist {
+    /// Bind address.
+    pub bind_addr: IpAddr,
+    /// Bind and advertise port.
+    pub bind_port: u16,
+    /// The speaker Pods' selector.
+    pub labels: Selector,
+    /// Where speaker Pods are listed.
+    pub namespace: String,
+    /// The key file, if a key path was given.
+    pub secret_key_file: Option<PathBuf>,
+    /// The key derivation.
+    pub key_derivation: KeyDerivation,
+    /// WAN defaults.
+    pub wan: bool,
+}
+
+/// Checked settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpeakerSettings {
+    /// This node.
+    pub node_name: String,
+    /// This Pod, if named.
+    pub pod_name: Option<String>,
+    /// MetalLB's namespace.
+    pub namespace: String,
+    /// Memberlist, or `None`: disabled (MetalLB then assumes a speaker on every node).
+    pub memberlist: Option<Memberlist>,
+    /// `--lb-class`, `None` when empty.
+    pub lb_class: Option<String>,
+    /// `--ignore-exclude-lb`.
+    pub ignore_exclude_lb: bool,
+    /// `--log-level`.
+    pub log_level: LogLevel,
+    /// Metrics port, `None` when 0.
+    pub metrics_port: Option<u16>,
+    /// Health-probe port.
+    pub health_probe_port: u16,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// A setting that cannot work, naming the flag and variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// `--node-name` / `METALLB_NODE_NAME` missing.
+    #[error("must specify --node-name or METALLB_NODE_NAME")]
+    NoNodeName,
+    /// No namespace given and none from the service account.
+    #[error(
+        "unable to get namespace from pod service account data, please specify --namespace or METALLB_NAMESPACE"
+    )]
+    NoNamespace,
+    /// A bad value.
+    #[error("{flag}: {problem}")]
+    Invalid {
+        /// Flag and variable.
+        flag: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+fn set(v: &Option<String>) -> Option<&str> {
+    v.as_deref().filter(|s| !s.is_empty())
+}
+
+impl SpeakerArgs {
+    /// Checks the settings. `service_account_namespace` is the content of
+    /// `/var/run/secrets/kubernetes.io/serviceaccount/namespace`, if readable (asked only
+    /// when no namespace is given).
+    pub fn resolve(
+        &self,
+        service_account_namespace: impl FnOnce() -> Option<String>,
+    ) -> Result<SpeakerSettings, SettingsError> {
+        let node_name = set(&self.node_name)
+            .ok_or(SettingsError::NoNodeName)?
+            .to_string();
+        let namespace = match set(&self.namespace) {
+            Some(ns) => ns.to_string(),
+            None => service_account_namespace()
+                .filter(|s| !s.is_empty())
+                .ok_or(SettingsError::NoNamespace)?,
+        };
+        let invalid = |flag, problem: String| SettingsError::Invalid { flag, problem };
+        let log_level = match self.log_level.as_str() {
+            "all" => LogLevel::All,
+            "debug" => LogLevel::Debug,
+            "info" => LogLevel::Info,
+            "warn" => LogLevel::Warn,
+            "error" => LogLevel::Error,
+            "none" => LogLevel::None,
+            other => {
+                return Err(invalid(
+                    "--log-level",
+                    format!("{other:?} is not one of all, debug, info, warn, error, none"),
+                ));
+            }
+        };
+        let memberlist = match (set(&self.ml_labels), set(&self.ml_bind_addr)) {
+            (Some(labels), Some(addr)) => {
+                let bind_addr = addr.parse().map_err(|_| {
+                    invalid(
+                        "--ml-bindaddr / METALLB_ML_BIND_ADDR",
+                        format!("{addr:?} is not an IP address"),
+                    )
+                })?;
+                let bind_port = match set(&self.ml_bind_port) {
+                    None => DEFAULT_ML_PORT,
+                    Some(p) => p.parse().map_err(|_| {
+                        invalid(
+                            "--ml-bindport / METALLB_ML_BIND_PORT",
+                            format!("{p:?} is not a port number"),
+                        )
+                    })?,
+                };
+                let labels = Selector::parse(labels).map_err(|e: SelectorError| {
+                    invalid("--ml-labels / METALLB_ML_LABELS", e.to_string())
+                })?;
+                Some(Memberlist {
+                    bind_addr,
+                    bind_port,
+                    labels,
+                    namespace: set(&self.ml_namespace).unwrap_or(&namespace).to_string(),
+                    secret_key_file: self
+                        .ml_secret_key_path
+                        .as_ref()
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .map(|p| p.join(crate::secret::SECRET_KEY_FILE)),
+                    key_derivation: self.ml_key_derivation,
+                    wan: self.ml_wan_config,
+                })
+            }
+            _ => None,
+        };
+        Ok(SpeakerSettings {
+            node_name,
+            pod_name: set(&self.pod_name).map(str::to_string),
+            namespace,
+            memberlist,
+            lb_class: (!self.lb_class.is_empty()).then(|| self.lb_class.clone()),
+            ignore_exclude_lb: self.ignore_exclude_lb,
+            log_level,
+            metrics_port: (self.port != 0).then_some(self.port),
+            health_probe_port: self.health_probe_port,
+            kubeconfig: self.kubeconfig.clone(),
+        })
+    }
+}
+
+/// Rewrites Go-style single-dash long flags (`-port=9120`, `-node-name x`) to clap's
+/// double-dash form. Stops at `--`; leaves `-` and non-flag words alone.
+pub fn go_style_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = false;
+    for a in args {
+        if rest {
+            out.push(a);
+            continue;
+        }
+        if a == "--" {
+            rest = true;
+            out.push(a);
+        } else if a.len() > 2 && a.starts_with('-') && !a.starts_with("--") {
+            out.push(format!("-{a}"));
+        } else {
+            out.push(a);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> SpeakerArgs {
+        let mut all = vec!["speaker".to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        SpeakerArgs::try_parse_from(go_style_args(all)).unwrap()
+    }
+
+    #[test]
+    fn metallb_daemonset_args_parse() {
+        let a = parse(&[
+            "--port=7472",
+            "--log-level=debug",
+            "--node-name=a",
+            "--namespace=metallb-system",
+            "--ml-bindaddr=198.18.0.1",
+            "--ml-labels=app=metallb,component=speaker",
+            "--ml-secret-key-path=/etc/ml_secret_key",
+            "-ignore-exclude-lb",
+        ]);
+        let s = a.resolve(|| None).unwrap();
+        assert_eq!(s.node_name, "a");
+        assert_eq!(s.metrics_port, Some(7472));
+        assert_eq!(s.log_level, LogLevel::Debug);
+        assert!(s.ignore_exclude_lb);
+        let ml = s.memberlist.unwrap();
+        assert_eq!(ml.bind_port, DEFAULT_ML_PORT);
+        assert_eq!(ml.namespace, "metallb-system");
+        assert_eq!(
+            ml.secret_key_file,
+            Some(PathBuf::from("/etc/ml_secret_key/secretkey"))
+        );
+        assert_eq!(ml.key_derivation, KeyDerivation::Sha256);
+        assert!(
+            ml.labels.matches(
+                &[
+                    ("app".to_string(), "metallb".to_string()),
+                    ("component".to_string(), "speaker".to_string())
+                ]
+                .into()
+            )
+        );
+    }
+
+    #[test]
+    fn defaults_and_disabled_memberlist() {
+        let s = parse(&[
+            "--node-name",
+            "b",
+            "--ml-labels",
+            "app=metallb",
+            "--port",
+            "0",
+            "--ml-wan-config=false",
+        ])
+        .resolve(|| Some("metallb-system".into()))
+        .unwrap();
+        assert_eq!(s.namespace, "metallb-system");
+        assert_eq!(
+            s.memberlist, None,
+            "memberlist needs both labels and bind address"
+        );
+        assert_eq!(s.metrics_port, None);
+        assert_eq!(s.lb_class, None);
+        assert_eq!(s.log_level, LogLevel::Info);
+        assert_eq!(s.health_probe_port, DEFAULT_HEALTH_PROBE_PORT);
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        assert_eq!(
+            parse(&[]).resolve(|| Some("ns".into())),
+            Err(SettingsError::NoNodeName)
+        );
+        assert_eq!(
+            parse(&["--node-name=a"]).resolve(|| None),
+            Err(SettingsError::NoNamespace)
+        );
+        let e = parse(&["--node-name=a", "--namespace=n", "--log-level=loud"])
+            .resolve(|| None)
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            SettingsError::Invalid {
+                flag: "--log-level",
+                ..
+            }
+        ));
+        let e = parse(&[
+            "--node-name=a",
+            "--namespace=n",
+            "--ml-labels=a=b",
+            "--ml-bindaddr=x",
+        ])
+        .resolve(|| None)
+        .unwrap_err();
+        assert!(e.to_string().contains("METALLB_ML_BIND_ADDR"), "{e}");
+        let e = parse(&[
+            "--node-name=a",
+            "--namespace=n",
+            "--ml-labels=a=b",
+            "--ml-bindaddr=198.18.0.1",
+            "--ml-bindport=70000",
+        ])
+        .resolve(|| None)
+        .unwrap_err();
+        assert!(e.to_string().contains("METALLB_ML_BIND_PORT"), "{e}");
+        assert!(SpeakerArgs::try_parse_from(["speaker", "--ml-key-derivation=md5"]).is_err());
+    }
+
+    #[test]
+    fn go_style_rewrites_single_dash_only() {
+        assert_eq!(
+            go_style_args(["x", "-port=1", "--a", "-", "--", "-keep"].map(String::from)),
+            ["x", "--port=1", "--a", "-", "--", "-keep"]
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! What a mode hands the speaker, split by when it may change.
+//!
+//! - [`StaticSettings`] are read once at start: sockets, identity, announcer and host set-up.
+//!   A source that sees them change (a reloaded file) warns and keeps the old ones; the whole
+//!   comparison is one `!=`, so a field added here can never change silently on reload.
+//! - [`DesiredState`] is everything that may change at run time, always as a whole snapshot:
+//!   the services and their VIPs, the split-brain guard's expected size, the seeds and this
+//!   node's labels. The speaker diffs snapshots itself; sources never send deltas.
+//!
+//! The model is mode-agnostic. The standalone YAML file is one source of it; the Kubernetes
+//! source folds MetalLB's rules (L2Advertisement node selectors, excluded or unavailable
+//! nodes, `externalTrafficPolicy: Local` endpoints) into [`ServiceSpec::nodes`], since every
+//! speaker sees the same API objects and so computes the same set.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+use vigil_gossip::Profile;
+
+/// Settings that change only on restart. Compare two with `!=`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticSettings {
+    /// This node's gossip name, also the name services' node lists and the election use.
+    pub node_name: String,
+    /// How this node gossips.
+    pub gossip: GossipSettings,
+    /// Which host interfaces the announcer answers on.
+    pub interfaces: InterfaceSelection,
+    /// The device the owner holds its VIPs on so the kernel accepts their traffic; `None`:
+    /// VIPs are answered for but not held (the operator binds services some other way).
+    pub local_address: Option<LocalAddressSettings>,
+    /// Where `/metrics`, `/healthz`, `/readyz` and `/status` are served; `None`: nowhere.
+    pub http_listen: Option<SocketAddr>,
+    /// The fail-back hold-down: for this long after start, this node ranks after every
+    /// settled member, so a restarted node does not pull VIPs back the moment it joins.
+    /// Skipped when the first join finds no settled member (a cold start).
+    pub hold_down: Option<Duration>,
+    /// Period of the unsolicited gratuitous ARP / NA refresh for owned VIPs; `None`: none.
+    pub refresh: Option<Duration>,
+}
+
+impl StaticSettings {
+    /// The fields that differ from `other`, by path (`gossip.bind`, `hold_down`, ...), for a
+    /// warning that names them. Whether anything changed is `self != other`; this only says
+    /// what, and lists every field (the destructuring fails to compile when one is added).
+    pub fn changed_fields(&self, other: &Self) -> Vec<&'static str> {
+        let Self {
+            node_name,
+            gossip,
+            interfaces,
+            local_address,
+            http_listen,
+            hold_down,
+            refresh,
+        } = self;
+        let GossipSettings {
+            bind,
+            advertise,
+            profile,
+            label,
+            rejoin_interval,
+        } = gossip;
+        let mut out = Vec::new();
+        let mut check = |changed: bool, field| {
+            if changed {
+                out.push(field);
+            }
+        };
+        check(*node_name != other.node_name, "node_name");
+        check(*bind != other.gossip.bind, "gossip.bind");
+        check(*advertise != other.gossip.advertise, "gossip.advertise");
+        check(*profile != other.gossip.profile, "gossip.profile");
+        check(*label != other.gossip.label, "gossip.label");
+        check(
+            *rejoin_interval != other.gossip.rejoin_interval,
+            "gossip.rejoin_interval",
+        );
+        check(*interfaces != other.interfaces, "interfaces");
+        check(*local_address != other.local_address, "local_address");
+        check(*http_listen != other.http_listen, "http_listen");
+        check(*hold_down != other.hold_down, "hold_down");
+        check(*refresh != other.refresh, "refresh");
+        out
+    }
+}
+
+/// Gossip set-up (memberlist's sockets and timing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GossipSettings {
+    /// The UDP and TCP address gossip binds.
+    pub bind: SocketAddr,
+    /// The address peers are told to use, when `bind` is a wildcard or behind NAT.
+    pub advertise: Option<SocketAddr>,
+    /// The timing profile (`fast` is vigil's default; `lan`, `wan`, `local` are Go's).
+    pub profile: Profile,
+    /// The cluster label: packets with another label are dropped (memberlist's `Label`).
+    pub label: String,
+    /// How often seeds that are not live members are joined again, so healed partitions merge.
+    pub rejoin_interval: Duration,
+}
+
+/// Which interfaces the announcer uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InterfaceSelection {
+    /// Only interfaces with these names, if set.
+    pub include: Option<BTreeSet<String>>,
+    /// Never interfaces matching these globs; `None`: MetalLB's default exclusions
+    /// (loopback, container bridges and veths, ...).
+    pub exclude: Option<Vec<String>>,
+}
+
+/// `announce.local_address`: the owner puts each VIP it announces on this device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalAddressSettings {
+    /// The device (normally `lo`, or a dummy device).
+    pub device: String,
+    /// What to do about the kernel's ARP sysctls, which otherwise let a host that still holds
+    /// a VIP (its speaker crashed) answer ARP for it beside the new owner.
+    pub arp_sysctls: ArpSysctls,
+}
+
+/// How the start treats `arp_ignore` / `arp_announce`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArpSysctls {
+    /// Set `arp_ignore=1` and `arp_announce=2` on `all` and the announcing interfaces.
+    #[default]
+    Set,
+    /// Change nothing; refuse to start unless the values in force are at least that strict.
+    Check,
+}
+
+/// Everything that may change at run time, as one whole snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DesiredState {
+    /// The services whose VIPs are elected, each with a unique [`ServiceSpec::id`].
+    pub services: Vec<ServiceSpec>,
+    /// The split-brain guard: when set, a node announces nothing while it sees fewer than a
+    /// majority of this many live members. `None`: MetalLB's behaviour (no guard).
+    pub expected_members: Option<usize>,
+    /// Gossip seeds as Go's `Join` takes them (`host[:port]`), joined at start and re-joined
+    /// while they are not live members.
+    pub seeds: Vec<String>,
+    /// This node's labels, published in gossip metadata for services' node selectors.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl DesiredState {
+    /// The service with this id.
+    pub fn service(&self, id: &str) -> Option<&ServiceSpec> {
+        self.services.iter().find(|s| s.id == id)
+    }
+
+    /// Every VIP of every service, each once.
+    pub fn vips(&self) -> BTreeSet<IpAddr> {
+        self.services
+            .iter()
+            .flat_map(|s| s.vips.iter().copied())
+            .collect()
+    }
+
+    /// The ids of the services whose candidates must pass a local health check.
+    pub fn health_checked(&self) -> BTreeSet<String> {
+        self.services
+            .iter()
+            .filter(|s| s.health_checked)
+            .map(|s| s.id.clone())
+            .collect()
+    }
+}
+
+/// One service: VIPs and the rules for which nodes may answer for them.
+///
+/// Services that share a VIP are elected together (one owner, admitted by every one of them),
+/// as `vigil_lb::elect` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceSpec {
+    /// Unique id: the YAML service name, or `namespace/name` in Kubernetes. It appears in
+    /// logs, metrics labels and gossip metadata (failing checks).
+    pub id: String,
+    /// The VIPs, IPv4-mapped IPv6 already turned into IPv4.
+    pub vips: Vec<IpAddr>,
+    /// Only these nodes may answer; `None`: any node. `Some(empty)`: none (a Kubernetes
+    /// service with no servable endpoint anywhere).
+    pub nodes: Option<BTreeSet<String>>,
+    /// Labels a node must publish to be a candidate (standalone's label selector).
+    pub node_selector: BTreeMap<String, String>,
+    /// Candidates must publish a passing local health check for this service.
+    pub health_checked: bool,
+    /// Only announce on these interfaces; `None`: on every interface the selection allows.
+    pub interfaces: Option<BTreeSet<String>>,
+}
+
+impl ServiceSpec {
+    /// A service any node may answer for, on every interface, with no health check.
+    pub fn new(id: impl Into<String>, vips: impl IntoIterator<Item = IpAddr>) -> Self {
+        Self {
+            id: id.into(),
+            vips: vips.into_iter().collect(),
+            nodes: None,
+            node_selector: BTreeMap::new(),
+            health_checked: false,
+            interfaces: None,
+        }
+    }
+
+    /// The election's view of it.
+    pub fn to_lb(&self) -> vigil_lb::Service {
+        vigil_lb::Service {
+            name: self.id.clone(),
+            vips: self.vips.clone(),
+            nodes: self.nodes.clone(),
+            node_selector: self.node_selector.clone(),
+            health_checked: self.health_checked,
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! The async runner, shared by every mode: one `select!` loop (quinn's driver shape) that feeds
+//! [`SpeakerCore`] its inputs (gossip events, desired-state snapshots, keyrings, health,
+//! the first join, the announcer's reports, time, shutdown) and carries out every
+//! [`Action`] it returns with the gossip node (`vigil-gossip-net`), the announcer thread
+//! (`vigil-l2-net`) and the host's addresses. Signals belong to the caller: `shutdown` is any
+//! future.
+
+use crate::core::{Action, MemberEventKind, SpeakerCore};
+use crate::join::join_loop;
+use crate::local_address::LocalAddresses;
+use crate::model::{DesiredState, StaticSettings};
+use crate::observe::SourceCounters;
+use crate::observe::http::{self, HttpState};
+use crate::observe::state::{LocalAddressState, Shared};
+use futures_util::{Stream, StreamExt};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+use vigil_gossip::wire::{Label, SecretKey};
+use vigil_gossip_net::{Event, Memberlist, Options};
+use vigil_l2_net::{Command, Driver, DriverConfig, Handle, Selection};
+
+/// How long a graceful leave may take.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How often the announcer's reports are read while running, and while handing over on stop.
+const ANNOUNCER_POLL: Duration = Duration::from_secs(1);
+const ANNOUNCER_POLL_STOPPING: Duration = Duration::from_millis(5);
+
+/// A local health check flipped (standalone mode runs the checks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthReport {
+    /// The service ([`ServiceSpec::id`](crate::model::ServiceSpec::id)).
+    pub service: String,
+    /// Whether it passes now.
+    pub passing: bool,
+    /// What the last probe saw, for the log.
+    pub detail: String,
+}
+
+/// Where the speaker's inputs come from. Each stream may end; the speaker then keeps what it
+/// has. Only whole, validated snapshots are sent: a source logs and counts what it rejects.
+pub struct Source<D, K, H> {
+    /// The desired state at start (VIPs left on the local device by a crashed run are
+    /// removed for these, and the gossip metadata starts from it).
+    pub initial: DesiredState,
+    /// The gossip keys at start, primary first; empty: no encryption.
+    pub initial_keys: Vec<SecretKey>,
+    /// Later desired states.
+    pub desired: D,
+    /// Later keyrings, each applied whole with `Memberlist::set_keyring`.
+    pub keyrings: K,
+    /// Local health flips.
+    pub health: H,
+    /// The source's reload counters, for `/metrics`.
+    pub counters: SourceCounters,
+}
+
+/// Where the speaker's notices go besides its log and `/status`: the Kubernetes mode writes
+/// Events and `ServiceL2Status`; standalone needs nothing more (`()`).
+pub trait StatusSink: Send {
+    /// An [`Action::Announced`] or [`Action::Withdrawn`] (and other notices) as it happens.
+    fn notice(&mut self, action: &Action) {
+        let _ = action;
+    }
+}
+
+impl StatusSink for () {}
+
+/// Why the speaker could not start, or stopped early.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// A start-up step failed (sockets, the announcer, the local-address device); nothing
+    /// is announced. The message names the setting at fault.
+    #[error("{0}")]
+    Start(String),
+    /// The gossip driver stopped under the speaker; it handed over and stopped too.
+    #[error("the gossip driver stopped")]
+    GossipStopped,
+}
+
+/// Runs the speaker until `shutdown` completes, then hands over and leaves.
+pub async fn run<D, K, H, S>(
+    settings: StaticSettings,
+    source: Source<D, K, H>,
+    sink: S,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError>
+where
+    D: Stream<Item = DesiredState> + Unpin,
+    K: Stream<Item = Vec<SecretKey>> + Unpin,
+    H: Stream<Item = HealthReport> + Unpin,
+    S: StatusSink,
+{
+    let Source {
+        initial,
+        initial_keys,
+        mut desired,
+        mut keyrings,
+        mut health,
+        counters,
+    } = source;
+    let mut selection = Selection::default();
+    if let Some(exclude) = &settings.interfaces.exclude {
+        selection.exclude = exclude.clone();
+    }
+    selection.include = settings.interfaces.include.clone();
+    // Before anything answers: the device exists, the ARP sysctls are safe, and addresses a
+    // crashed run left behind are gone (netlink round trips: off the async workers).
+    let local = {
+        let (settings, selection, vips) = (
+            settings.local_address.clone(),
+            selection.clone(),
+            initial.vips(),
+        );
+        tokio::task::spawn_blocking(move || {
+            LocalAddresses::start(settings.as_ref(), &selection, &vips)
+        })
+        .await
+        .map_err(|e| RunError::Start(format!("announce.local_address: {e}")))?
+        .map_err(RunError::Start)?
+    };
+    let mut core = SpeakerCore::new(&settings, initial, now());
+
+    let mut options = Options::new(settings.node_name.clone(), settings.gossip.bind);
+    options.advertise = settings.gossip.advertise;
+    options.config = vigil_gossip::Config::profile(settings.gossip.profile);
+    options.meta = core.meta().encode();
+    options.label = Label::new(settings.gossip.label.clone())
+        .map_err(|_| RunError::Start("gossip.label: too long".into()))?;
+    options.keys = initial_keys;
+    let (gossip, mut events) = Memberlist::start(options)
+        .await
+        .map_err(|e| RunError::Start(format!("gossip: {e}")))?;
+
+    let announcer = vigil_l2::Config {
+        refresh_interval: settings.refresh,
+        ..vigil_l2::Config::default()
+    };
+    let (l2_thread, l2) = Driver::spawn(DriverConfig {
+        announcer,
+        selection,
+        verbose: false,
+    })
+    .map_err(|e| RunError::Start(format!("announcer: {e} (vigil needs CAP_NET_RAW)")))?;
+
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let http_task = match settings.http_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| RunError::Start(format!("http.listen {addr}: {e}")))?;
+            let state = HttpState {
+                shared: Arc::clone(&shared),
+                reloads: counters,
+                l2: l2.clone(),
+                gossip: gossip.clone(),
+            };
+            Some(tokio::spawn(http::serve(listener, state)))
+        }
+        None => None,
+    };
+
+    let (seeds_tx, seeds_rx) = watch::channel(core.desired().seeds.clone());
+    let (first_join_tx, mut first_join) = oneshot::channel();
+    let joiner = tokio::spawn(join_loop(
+        gossip.clone(),
+        seeds_rx,
+        settings.gossip.rejoin_interval,
+        first_join_tx,
+    ));
+    info!(
+        event = "started",
+        node = %settings.node_name,
+        gossip = %gossip.advertise_addr(),
+        profile = %settings.gossip.profile,
+        services = core.desired().services.len(),
+        hold_down = ?settings.hold_down,
+        expected_members = ?core.desired().expected_members,
+        "vigil speaker started"
+    );
+
+    let mut runner = Runner {
+        gossip: gossip.clone(),
+        l2: l2.clone(),
+        local,
+        shared,
+        seeds: seeds_tx,
+        sink,
+        leave: None,
+    };
+    runner.publish(&core);
+
+    let mut result = Ok(());
+    let mut announcer_poll = tokio::time::interval(ANNOUNCER_POLL);
+    announcer_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stopping_poll = tokio::time::interval(ANNOUNCER_POLL_STOPPING);
+    stopping_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut gossip_open = true;
+    loop {
+        let deadline = core.poll_timeout().map(Instant::from_std);
+        let timer = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let stopping = core.stopping();
+        tokio::select! {
+            event = events.recv(), if gossip_open => match event {
+                Some(event) => runner.on_gossip(&mut core, event).await,
+                None => {
+                    gossip_open = false;
+                    result = Err(RunError::GossipStopped);
+                    core.begin_shutdown(now());
+                }
+            },
+            Some(report) = health.next(), if !stopping => {
+                if report.passing {
+                    info!(event = "health_passing", service = %report.service, detail = %report.detail, "health check passes");
+                } else {
+                    warn!(event = "health_failing", service = %report.service, detail = %report.detail, "health check fails");
+                }
+                core.handle_local_health(&report.service, report.passing);
+            }
+            Some(next) = desired.next(), if !stopping => core.handle_desired(now(), next),
+            Some(keys) = keyrings.next(), if !stopping => {
+                let n = keys.len();
+                match gossip.set_keyring(keys).await {
+                    Ok(()) => info!(event = "keyring_reloaded", keys = n, "keyring reloaded"),
+                    Err(e) => error!(event = "keyring_rejected", error = %e, "keyring rejected; old keys kept"),
+                }
+            }
+            _ = &mut first_join, if !core.joined() && !stopping => {
+                let view = runner.members().await;
+                core.handle_first_join(now(), view);
+            }
+            () = timer => core.handle_timeout(now()),
+            _ = announcer_poll.tick(), if !stopping => runner.on_announcer_events(&mut core),
+            _ = stopping_poll.tick(), if stopping => runner.on_announcer_events(&mut core),
+            () = &mut shutdown, if !stopping => {
+                info!(event = "stopping", "leaving the cluster; answering until the successors speak");
+                core.begin_shutdown(now());
+            }
+        }
+        if runner.apply(&mut core).await {
+            break;
+        }
+    }
+
+    if let Some(leave) = runner.leave.take() {
+        let _ = leave.await;
+    }
+    gossip.shutdown().await;
+    joiner.abort();
+    if let Some(t) = http_task {
+        t.abort();
+    }
+    let _ = l2.send(Command::Shutdown);
+    let _ = tokio::task::spawn_blocking(move || l2_thread.join()).await;
+    info!(event = "stopped", "vigil speaker stopped");
+    result
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+/// The I/O handles the actions are carried out with.
+struct Runner<S> {
+    gossip: Memberlist,
+    l2: Handle,
+    /// The VIPs held on `announce.local_address`, if set.
+    local: Option<LocalAddresses>,
+    shared: Arc<Mutex<Shared>>,
+    seeds: watch::Sender<Vec<String>>,
+    sink: S,
+    /// The graceful leave, running while the handovers do.
+    leave: Option<JoinHandle<()>>,
+}
+
+impl<S: StatusSink> Runner<S> {
+    /// The gossip view now (empty if the driver is gone).
+    async fn members(&self) -> Vec<crate::core::Member> {
+        match self.gossip.members().await {
+            Ok(members) => members.iter().map(Into::into).collect(),
+            Err(e) => {
+                error!(event = "resync_failed", error = %e, "cannot read the gossip view");
+                Vec::new()
+            }
+        }
+    }
+
+    async fn on_gossip(&mut self, core: &mut SpeakerCore, event: Event) {
+        use vigil_gossip::Event as Gossip;
+        let kind = match &event {
+            Event::Gossip(Gossip::Join(m)) => {
+                info!(event = "member_joined", member = %m.name, addr = %m.addr, "member joined");
+                MemberEventKind::Join
+            }
+            Event::Gossip(Gossip::Update(m)) => {
+                info!(event = "member_updated", member = %m.name, "member metadata changed");
+                MemberEventKind::Update
+            }
+            Event::Gossip(Gossip::Suspect { member, from }) => {
+                warn!(event = "member_suspect", member = %member.name, accuser = %from, "member suspected (still a candidate)");
+                MemberEventKind::Suspect
+            }
+            Event::Gossip(Gossip::Refuted(m)) => {
+                info!(event = "member_refuted", member = %m.name, "suspected member answered");
+                MemberEventKind::Refuted
+            }
+            Event::Gossip(Gossip::Dead(m)) => {
+                warn!(event = "member_failed", member = %m.name, addr = %m.addr, "member failed");
+                MemberEventKind::Dead
+            }
+            Event::Gossip(Gossip::Left(m)) => {
+                info!(event = "member_left", member = %m.name, "member left");
+                MemberEventKind::Left
+            }
+            Event::Gossip(Gossip::Conflict {
+                existing,
+                other_addr,
+            }) => {
+                warn!(event = "name_conflict", member = %existing.name, other_addr = %other_addr, "another node claims a member's name");
+                return;
+            }
+            _ => return,
+        };
+        let view = self.members().await;
+        core.handle_members(now(), Some(kind), view);
+    }
+
+    /// Logs what the announcer saw and hands it to the core.
+    fn on_announcer_events(&mut self, core: &mut SpeakerCore) {
+        for event in self.l2.take_events() {
+            log_announcer_event(&event);
+            core.handle_announcer_event(now(), &event);
+        }
+    }
+
+    /// Carries out every queued action, in order, then publishes the status. Returns whether
+    /// the speaker has stopped.
+    async fn apply(&mut self, core: &mut SpeakerCore) -> bool {
+        let mut stopped = false;
+        while let Some(action) = core.poll_action() {
+            match &action {
+                Action::Announced {
+                    vip,
+                    services,
+                    reason,
+                    trigger,
+                } => {
+                    info!(event = "vip_taken", vip = %vip, services = %services.join(","), reason = %reason, trigger = %trigger, "VIP taken");
+                }
+                Action::Withdrawn {
+                    vip,
+                    successor: Some(node),
+                    trigger: crate::core::Trigger::Stop,
+                    ..
+                } => {
+                    info!(event = "vip_handing_over", vip = %vip, successor = %node, "answering until the successor claims the VIP");
+                }
+                Action::Withdrawn {
+                    vip,
+                    services,
+                    reason,
+                    successor,
+                    trigger,
+                } => {
+                    info!(event = "vip_released", vip = %vip, services = %services.join(","), reason = %reason, successor = successor.as_deref().unwrap_or("none"), trigger = %trigger, "VIP released");
+                }
+                Action::HoldAddress(vip) => {
+                    let vip = *vip;
+                    self.with_local(move |local| local.take(vip)).await;
+                }
+                Action::ReleaseAddress { vip, why } => {
+                    let (vip, why) = (*vip, why.as_str());
+                    self.with_local(move |local| local.release(vip, why)).await;
+                }
+                Action::HandOver { vips, bound } => {
+                    let command = Command::HandOver {
+                        vips: vips.clone(),
+                        bound: *bound,
+                    };
+                    if self.l2.send(command).is_err() {
+                        error!(
+                            event = "announcer_stopped",
+                            "the announcer thread has stopped"
+                        );
+                    }
+                }
+                Action::SetOwned(vips) => {
+                    if self.l2.set_owned(vips.clone()).is_err() {
+                        error!(
+                            event = "announcer_stopped",
+                            "the announcer thread has stopped"
+                        );
+                    }
+                }
+                Action::Reannounce => {
+                    let _ = self.l2.send(Command::Reannounce);
+                }
+                Action::PublishMeta(meta) => {
+                    if let Err(e) = self.gossip.set_meta(meta.encode()).await {
+                        error!(event = "meta_failed", error = %e, "cannot publish node metadata");
+                    }
+                }
+                Action::SetSeeds(seeds) => {
+                    let _ = self.seeds.send(seeds.clone());
+                }
+                Action::HoldDownOver { skipped: true } => {
+                    info!(
+                        event = "hold_down_skipped",
+                        "no other member has settled (a cold start): no fail-back hold-down"
+                    );
+                }
+                Action::HoldDownOver { skipped: false } => {
+                    info!(
+                        event = "hold_down_over",
+                        "fail-back hold-down over: this node may take VIPs"
+                    );
+                }
+                Action::Elected {
+                    trigger,
+                    live,
+                    changes,
+                } => {
+                    info!(event = "resync", trigger = %trigger, live, changes, "re-elected every VIP");
+                }
+                Action::Leave => {
+                    let gossip = self.gossip.clone();
+                    self.leave = Some(tokio::spawn(async move {
+                        if let Err(e) = gossip.leave(LEAVE_TIMEOUT).await {
+                            warn!(event = "leave_failed", error = %e, "leave failed");
+                        }
+                    }));
+                }
+                Action::Stopped => stopped = true,
+            }
+            self.sink.notice(&action);
+        }
+        self.publish(core);
+        stopped
+    }
+
+    /// Runs a host-address edit (blocking netlink) on the blocking pool, in order.
+    async fn with_local(&mut self, edit: impl FnOnce(&mut LocalAddresses) + Send + 'static) {
+        let Some(mut local) = self.local.take() else {
+            return;
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            edit(&mut local);
+            local
+        })
+        .await;
+        match joined {
+            Ok(local) => self.local = Some(local),
+            Err(e) => {
+                error!(event = "local_address_failed", error = %e, "host-address edit panicked; addresses are no longer managed")
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The status and counters for `/status` and `/metrics`.
+    fn publish(&self, core: &SpeakerCore) {
+        let counters = core.counters();
+        let status = core.status();
+        let announced = core.announced();
+        let configured = core.desired().vips();
+        let local = self.local.as_ref().map(|local| LocalAddressState {
+            held: local.held().len(),
+            counters: local.counters(),
+        });
+        let mut shared = self.lock();
+        shared.status = status;
+        shared.announced = announced;
+        shared.configured_vips = configured;
+        shared.evaluations = counters.evaluations;
+        shared.vips_taken = counters.vips_taken;
+        shared.vips_released = counters.vips_released;
+        shared.member_events = counters
+            .member_events
+            .iter()
+            .map(|(kind, n)| (kind.as_str(), *n))
+            .collect();
+        shared.ready = core.joined();
+        shared.local_address = local;
+    }
+}
+
+fn log_announcer_event(event: &vigil_l2::Event) {
+    match event {
+        vigil_l2::Event::Claimed { vip, by, .. } => {
+            warn!(event = "vip_claimed_elsewhere", vip = %vip, mac = %by, "another host claims a VIP this node announces");
+        }
+        vigil_l2::Event::HandedOver {
+            vip,
+            successor: Some(mac),
+        } => {
+            info!(event = "vip_handed_over", vip = %vip, successor_mac = %mac, "the successor claimed the VIP; silent here");
+        }
+        vigil_l2::Event::HandedOver {
+            vip,
+            successor: None,
+        } => {
+            warn!(event = "vip_handover_expired", vip = %vip, bound = ?crate::core::HANDOVER_BOUND, "no successor heard within the bound; silent here");
+        }
+    }
+}
