@@ -237,7 +237,8 @@ pub fn spawn(name: &str, kind: Kind, mut cmd: Command) -> Node {
 /// presents it.
 pub const ADMIN_TOKEN: &str = "interop-admin-token";
 
-fn admin_token_file() -> PathBuf {
+/// The file holding [`ADMIN_TOKEN`], written once per test process.
+pub fn admin_token_file() -> PathBuf {
     static FILE: OnceLock<PathBuf> = OnceLock::new();
     FILE.get_or_init(|| {
         let path = log_dir().join(format!("{}-admin-token", std::process::id()));
