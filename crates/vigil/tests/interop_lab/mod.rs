@@ -155,7 +155,8 @@ impl Lab {
         let mut cmd = in_netns(&host.ns, support::vigil_bin().to_str().unwrap());
         cmd.args(["agent", "--name", name, "--profile", "lan"]);
         cmd.args(["--bind", &host.addr().to_string(), "--admin", "127.0.0.1:0"]);
-        cmd.arg("--admin-token-file").arg(support::admin_token_file());
+        cmd.arg("--admin-token-file")
+            .arg(support::admin_token_file());
         for s in seeds {
             cmd.args(["--seed", &s.to_string()]);
         }
