@@ -150,11 +150,13 @@ impl Lab {
     }
 
     /// Starts `vigil agent` on `host` with the LAN profile and an admin endpoint on the host's
-    /// loopback (reached from inside the namespace, see `Node::http`).
+    /// loopback (reached from inside the namespace, see `Node::http`), its admin routes on.
     pub fn vigil_on(&self, host: &Host, name: &str, seeds: &[SocketAddr], extra: &[&str]) -> Node {
         let mut cmd = in_netns(&host.ns, support::vigil_bin().to_str().unwrap());
         cmd.args(["agent", "--name", name, "--profile", "lan"]);
         cmd.args(["--bind", &host.addr().to_string(), "--admin", "127.0.0.1:0"]);
+        cmd.arg("--admin-token-file")
+            .arg(support::admin_token_file());
         for s in seeds {
             cmd.args(["--seed", &s.to_string()]);
         }
