@@ -22,7 +22,7 @@ bench_prepare() {
   command -v keepalived >/dev/null || apt-get install -y -q keepalived >/dev/null
   target=${CARGO_TARGET_DIR:-$PWD/target}
   echo "== building vigil (release) into $target" >&2
-  CARGO_TARGET_DIR=$target cargo build -q --release -p vigil -p vigil-l2-net
+  CARGO_TARGET_DIR=$target cargo build -q --release -p vigil -p vigil-netlab
 }
 
 # One line on what is measured where: commit, local changes, CPUs, load, keepalived version.

@@ -14,7 +14,7 @@ SAMPLES="${1:-2000}"
 RATES="${2:-1000,2000,5000,10000,20000,50000,70000,100000,150000,200000}"
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 
-cargo build --release --quiet -p vigil-l2-net --bins
+cargo build --release --quiet -p vigil-netlab --bins
 BIN="$TARGET_DIR/release"
 
 P="vgl2bench-$$"

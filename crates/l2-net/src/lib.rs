@@ -4,8 +4,8 @@
 //! puts a VIP on a host device so the kernel accepts traffic to it.
 //!
 //! This is the only vigil crate with `unsafe`: system calls through `libc`, each block with a
-//! `// SAFETY:` comment, confined to [`packet_socket`], [`netlink`], [`address`] and [`poll`] ([`watch`] builds on
-//! [`packet_socket`] and has none of its own).
+//! `// SAFETY:` comment, confined to [`packet_socket`], [`netlink`], [`address`] and [`poll`]. The failover prober
+//! and the demo binaries that build on it live in `vigil-netlab`, not here.
 //!
 //! ```text
 //!   netlink watch ──> links/addresses ──> Selection ──> set_interface / remove_interface
@@ -15,13 +15,11 @@
 #![allow(unsafe_code)]
 
 pub mod address;
-pub mod args;
 pub mod driver;
 pub mod netlink;
 pub mod packet_socket;
 pub mod poll;
 pub mod selection;
-pub mod watch;
 
 pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle, VipCounters};
 pub use packet_socket::{Filter, PacketSocket};

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+pub mod agent;
 pub mod cmd;
 
 /// vigil: Layer-2 load-balancer IPs for bare-metal clusters, failing over in well under a
@@ -23,8 +24,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a bare gossip member that announces nothing: joins a memberlist cluster (Go or
-    /// vigil nodes), prints events as JSON lines, serves /members and /metrics.
-    Agent(cmd::agent::Args),
+    /// vigil nodes), prints events as JSON lines, serves /members, /metrics and /healthz (its
+    /// admin POST routes only with --admin-token-file).
+    #[command(long_about = agent::LONG_ABOUT)]
+    Agent(Box<cmd::agent::Args>),
     /// Run a gossip scenario on the deterministic simulator (thousands of nodes, virtual
     /// time) and print detection latency, false positives, traffic and simulator speed.
     #[command(long_about = cmd::sim::LONG_ABOUT)]
@@ -61,7 +64,7 @@ where
         }
     };
     match cli.command {
-        Command::Agent(args) => cmd::agent::run(args),
+        Command::Agent(args) => cmd::agent::run(*args),
         Command::Sim(args) => cmd::sim::run(args),
         Command::Standalone(args) => cmd::standalone::run(args),
         Command::Status(args) => cmd::status::run(args),

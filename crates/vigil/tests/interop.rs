@@ -286,7 +286,7 @@ fn key_rotation_across_a_mixed_cluster_suspects_no_one() {
         }
     }
     for v in [&v1, &v2] {
-        assert_eq!(v.metric("vigil_gossip_suspicions_raised_total"), 0);
+        assert_eq!(v.metric("vigil_gossip_suspicions_total"), 0);
         assert_eq!(v.metric("vigil_gossip_decrypt_failures_total"), 0);
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -9,31 +9,23 @@ pub mod status;
 
 use core::time::Duration;
 
-/// Parses a duration such as `250ms`, `1.5s`, `10m`, `100us` or `2h` (a bare number is
-/// seconds).
+/// Parses a duration with humantime: one word such as `250ms`, `1.5s`, `10m`, `100us`, `2h`
+/// or `1m30s` (a bare number is seconds). Spaces are refused so that a value is one token on a
+/// command line and in a config file.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (try 250ms, 1.5s, 10m)"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        u => return Err(format!("unknown unit {u:?} in {s:?} (ns, us, ms, s, m, h)")),
-    };
-    let secs = n * scale;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{s:?} is not a duration"));
+    if s.contains(char::is_whitespace) {
+        return Err(format!(
+            "{s:?}: write a duration as one word (250ms, 1.5s, 1m30s)"
+        ));
     }
-    Ok(Duration::from_secs_f64(secs))
+    let with_unit = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        format!("{s}s")
+    } else {
+        s.to_string()
+    };
+    humantime::parse_duration(&with_unit)
+        .map_err(|e| format!("{s:?} is not a duration (try 250ms, 1.5s, 10m): {e}"))
 }
 
 #[cfg(test)]
@@ -47,7 +39,10 @@ mod tests {
         assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(parse_duration("100us"), Ok(Duration::from_micros(100)));
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("").is_err());
         assert!(parse_duration("3 weeks").is_err());
+        assert!(parse_duration("3fortnights").is_err());
     }
 }

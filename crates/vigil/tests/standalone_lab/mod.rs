@@ -30,7 +30,7 @@ fn l2_client() -> PathBuf {
     let path = PathBuf::from(VIGIL).with_file_name("vigil-l2-client");
     assert!(
         path.exists(),
-        "{} is missing: build it with `cargo build -p vigil-l2-net` (cargo test --workspace does)",
+        "{} is missing: build it with `cargo build -p vigil-netlab` (cargo test --workspace does)",
         path.display()
     );
     path
@@ -516,24 +516,32 @@ impl Cluster {
         );
     }
 
-    /// Starts the ARP prober in the client namespace (see [`PROBER`]): a question every
-    /// `interval_ms`, each from its own sender address so that every answer names the question
-    /// it answers, until [`Cluster::stop_prober`] (or `max_s` seconds). Returns its output file.
+    /// Starts the ARP prober in the client namespace (`vigil-l2-client watch`, vigil-netlab's
+    /// prober): a question every `interval_ms`, each from its own sender address so that every
+    /// answer names the question it answers, until [`Cluster::stop_prober`] (or `max_s`
+    /// seconds), then a second of listening for late answers. Returns its output file.
     pub(crate) fn start_prober(&mut self, interval_ms: u32, max_s: u32) -> PathBuf {
         let prefix = self.net.prefix().to_string();
-        let script = PathBuf::from(format!("/tmp/{prefix}-prober.py"));
-        std::fs::write(&script, PROBER).unwrap();
         let out = PathBuf::from(format!("/tmp/{prefix}-prober.out"));
+        let file = std::fs::File::create(&out).unwrap();
         let _ = std::fs::remove_file(self.prober_stop_flag());
         let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns("cl"), "python3"])
-            .arg(&script)
-            .args(["eth0", VIP, &max_s.to_string(), &interval_ms.to_string()])
-            .arg(&out)
+            .args(["netns", "exec", &self.ns("cl")])
+            .arg(l2_client())
+            .args([
+                "watch", "--iface", "eth0", "--src-ip", CLIENT4, "--target", VIP,
+            ])
+            .args(["--interval-ms", &interval_ms.to_string()])
+            .args(["--duration-ms", &(u64::from(max_s) * 1000).to_string()])
+            // 198.18.1.1 to 198.18.3.254: 762 senders, none the client's own.
+            .args(["--sender-first", "198.18.1.1", "--sender-count", "762"])
+            .args(["--linger-ms", "1000", "--rounds", "--answers"])
+            .arg("--stop-file")
             .arg(self.prober_stop_flag())
             .stdin(Stdio::null())
+            .stdout(file)
             .spawn()
-            .expect("python3");
+            .expect("vigil-l2-client watch");
         self.helpers.push(child);
         out
     }
@@ -666,23 +674,29 @@ pub(crate) struct ProbeRecord {
 }
 
 impl ProbeRecord {
+    /// Reads `vigil-l2-client watch --rounds --answers` output: `round n=K` lines are the
+    /// questions (numbered from 1), `answer ... kind=arp ... gratuitous=0 round=K` lines the
+    /// answers to question K (gratuitous announcements answer nothing).
     fn parse(text: &str) -> Self {
+        let field = |line: &str, key: &str| -> Option<String> {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+                .map(str::to_string)
+        };
         let mut record = Self::default();
         for line in text.lines() {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                ["probe", k, _] => {
-                    let k: usize = k.parse().unwrap();
-                    record.probes = record.probes.max(k + 1);
-                    record.answers.resize(record.probes, Vec::new());
+            if line.starts_with("round ") {
+                let k: usize = field(line, "n").unwrap().parse().unwrap();
+                record.probes = record.probes.max(k);
+                record.answers.resize(record.probes, Vec::new());
+            } else if line.starts_with("answer ")
+                && field(line, "kind").as_deref() == Some("arp")
+                && field(line, "gratuitous").as_deref() == Some("0")
+            {
+                let k: usize = field(line, "round").unwrap().parse().unwrap();
+                if let Some(macs) = k.checked_sub(1).and_then(|i| record.answers.get_mut(i)) {
+                    macs.push(field(line, "mac").unwrap());
                 }
-                ["answer", k, mac, _] => {
-                    let k: usize = k.parse().unwrap();
-                    if let Some(macs) = record.answers.get_mut(k) {
-                        macs.push((*mac).to_string());
-                    }
-                }
-                _ => {}
             }
             record.lines.push(line.to_string());
         }
@@ -723,66 +737,6 @@ impl ProbeRecord {
         out
     }
 }
-
-/// An ARP prober for the client namespace (python3, AF_PACKET): question k comes from sender
-/// address 198.18.{1..3}.x, a function of k, so each answer (whose target is that address)
-/// names the question it answers; gratuitous frames are recorded as `garp`. Bounded by its
-/// maximum duration and stopped early by a flag file; answers still arriving within a second
-/// after the last question are recorded.
-const PROBER: &str = r#"
-import os, select, socket, struct, sys, time
-iface, target, max_s, interval_ms, out, stop = sys.argv[1:7]
-interval = float(interval_ms) / 1000.0
-mac = bytes.fromhex(open("/sys/class/net/%s/address" % iface).read().strip().replace(":", ""))
-tpa = socket.inet_aton(target)
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
-s.bind((iface, 0))
-s.setblocking(False)
-def sender(k):
-    return bytes([198, 18, 1 + (k // 254) % 3, 1 + k % 254])
-latest = {}
-lines = []
-start = time.monotonic()
-end = start + float(max_s)
-grace = 1.0
-k = 0
-next_at = start
-while True:
-    now = time.monotonic()
-    if now >= end + grace:
-        break
-    if now < end and now >= next_at:
-        spa = sender(k)
-        arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + mac + spa + bytes(6) + tpa
-        s.send(b"\xff" * 6 + mac + b"\x08\x06" + arp)
-        latest[spa] = k
-        lines.append("probe %d %.6f" % (k, now - start))
-        k += 1
-        next_at = max(next_at + interval, now)
-        if k % 20 == 0 and os.path.exists(stop):
-            end = now
-    wait = max(0.0, min(next_at if now < end else end + grace, end + grace) - time.monotonic())
-    select.select([s], [], [], wait)
-    while True:
-        try:
-            data = s.recv(2048)
-        except BlockingIOError:
-            break
-        if len(data) < 42 or data[12:14] != b"\x08\x06":
-            continue
-        op = struct.unpack("!H", data[20:22])[0]
-        sha, spa, tha, tpa_ = data[22:28], data[28:32], data[32:38], data[38:42]
-        if spa != tpa or sha == mac:
-            continue
-        t = time.monotonic() - start
-        who = ":".join("%02x" % b for b in sha)
-        if op == 2 and tpa_ in latest and tha == mac:
-            lines.append("answer %d %s %.6f" % (latest[tpa_], who, t))
-        else:
-            lines.append("garp %s %.6f" % (who, t))
-with open(out, "w") as f:
-    f.write("\n".join(lines) + "\n")
-"#;
 
 /// The hosts' TCP service (python3): answers each connection with the host's name on any
 /// local address, IPv4 and IPv6; exits after its maximum duration.

@@ -194,11 +194,27 @@ pub fn spawn(name: &str, kind: Kind, mut cmd: Command) -> Node {
     node
 }
 
-/// Starts `vigil agent` bound to `bind` (port 0 picks one) with an admin endpoint.
+/// The token the agents' admin routes are started with (`--admin-token-file`); [`Node::http`]
+/// presents it.
+pub const ADMIN_TOKEN: &str = "interop-admin-token";
+
+fn admin_token_file() -> PathBuf {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = log_dir().join(format!("{}-admin-token", std::process::id()));
+        std::fs::write(&path, format!("{ADMIN_TOKEN}\n")).expect("write the admin token file");
+        path
+    })
+    .clone()
+}
+
+/// Starts `vigil agent` bound to `bind` (port 0 picks one) with an admin endpoint and its
+/// admin routes on.
 pub fn vigil(name: &str, bind: &str, seeds: &[SocketAddr], extra: &[&str]) -> Node {
     let mut cmd = Command::new(vigil_bin());
     cmd.args(["agent", "--name", name, "--bind", bind, "--profile", "lan"]);
     cmd.args(["--admin", "127.0.0.1:0"]);
+    cmd.arg("--admin-token-file").arg(admin_token_file());
     for s in seeds {
         cmd.args(["--seed", &s.to_string()]);
     }
@@ -335,14 +351,15 @@ impl Node {
             .collect()
     }
 
-    /// One request to the admin endpoint: (status, body).
+    /// One request to the admin endpoint, with the admin token: (status, body).
     pub fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let admin = self.admin.expect("vigil node with an admin endpoint");
         let mut s = TcpStream::connect(admin).expect("admin connect");
         s.set_read_timeout(Some(WAIT)).unwrap();
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\
+             Content-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use vigil_l2::wire::ethernet::Address as Mac;
+use vigil_netlab::Bridge;
+pub(super) use vigil_netlab::{namespaces_with, remove_namespace};
 
 /// The client's IPv4 address.
 pub(super) const CLIENT4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
@@ -39,51 +41,12 @@ pub(super) fn work_dir(prefix: &str) -> PathBuf {
     std::env::temp_dir().join(prefix)
 }
 
-/// The namespaces whose names carry `prefix`, as `ip netns list` shows them.
-pub(super) fn namespaces_with(prefix: &str) -> Result<Vec<String>, String> {
-    let out = ip(&["netns", "list"])?;
-    let mine = format!("{prefix}-");
-    Ok(out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&mine))
-        .map(str::to_string)
-        .collect())
-}
-
 /// Runs `ip` with `args`; its stdout, or an error with its stderr.
 pub(super) fn ip(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let mut full = vec!["ip"];
+    full.extend_from_slice(args);
+    let out = vigil_netlab::try_run(&full)?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Kills every process left in namespace `ns` and deletes it; how many processes were killed.
-pub(super) fn remove_namespace(ns: &str) -> usize {
-    let mut killed = 0;
-    if let Ok(pids) = ip(&["netns", "pids", ns]) {
-        for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-            if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
-                killed += 1;
-            }
-        }
-    }
-    let _ = Command::new("ip")
-        .args(["netns", "del", ns])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    killed
 }
 
 /// One host of the lab.
@@ -106,12 +69,10 @@ pub(super) struct Host {
 /// The lab: created step by step, torn down on drop unless kept.
 #[derive(Debug)]
 pub(super) struct Lab {
-    /// The namespace prefix.
-    pub(super) prefix: String,
     /// Key, configurations and logs.
     pub(super) dir: PathBuf,
-    /// Namespaces made so far, in order.
-    namespaces: Vec<String>,
+    /// The namespaces and the bridge (vigil-netlab's, as the tests use).
+    net: Bridge,
     /// The hosts.
     pub(super) hosts: Vec<Host>,
     /// The client's interface index and MAC.
@@ -126,28 +87,21 @@ impl Lab {
     pub(super) fn create(prefix: &str, nodes: usize) -> Result<Self, Stop> {
         let dir = work_dir(prefix);
         std::fs::create_dir(&dir).map_err(|e| Stop::failed(format!("{}: {e}", dir.display())))?;
+        let net = match Bridge::named(prefix) {
+            Ok(net) => net,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(Stop::failed(e));
+            }
+        };
         let mut lab = Self {
-            prefix: prefix.to_string(),
             dir,
-            namespaces: Vec::new(),
+            net,
             hosts: Vec::new(),
             client: (0, Mac::default()),
             kept: false,
             torn_down: false,
         };
-        let br = lab.add_namespace("br")?;
-        ip(&["-n", &br, "link", "add", "br0", "type", "bridge"])?;
-        ip(&["-n", &br, "link", "set", "br0", "up"])?;
-        // Where br_netfilter is loaded, bridged frames would go through the host's firewall;
-        // a switch does not do that. (Quietly skipped where the sysctl does not exist.)
-        for table in ["arptables", "iptables", "ip6tables"] {
-            let _ = Command::new("ip")
-                .args(["netns", "exec", &br, "sysctl", "-qw"])
-                .arg(format!("net.bridge.bridge-nf-call-{table}=0"))
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
         let client = lab.plug("client", &format!("{CLIENT4}/24"))?;
         ip(&[
             "-n",
@@ -178,37 +132,29 @@ impl Lab {
         Ok(lab)
     }
 
-    fn add_namespace(&mut self, what: &str) -> Result<String, Stop> {
+    /// A namespace for `what` whose eth0 is plugged into the bridge and holds `cidr`.
+    fn plug(&mut self, what: &str, cidr: &str) -> Result<String, Stop> {
         super::check_interrupt()?;
-        let ns = ns_name(&self.prefix, what);
-        ip(&["netns", "add", &ns])?;
-        self.namespaces.push(ns.clone());
-        ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        let ns = self.net.try_add_namespace(what)?;
+        self.net.try_plug(what, "eth0")?;
+        self.net
+            .try_ip(what, &["addr", "add", cidr, "dev", "eth0"])?;
         Ok(ns)
     }
 
-    /// A namespace for `what` whose eth0 is plugged into the bridge (port named `what`) and
-    /// holds `cidr`.
-    fn plug(&mut self, what: &str, cidr: &str) -> Result<String, Stop> {
-        let ns = self.add_namespace(what)?;
-        let br = ns_name(&self.prefix, "br");
-        ip(&[
-            "link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", what, "netns", &br,
-        ])?;
-        ip(&["-n", &br, "link", "set", what, "master", "br0", "up"])?;
-        ip(&["-n", &ns, "addr", "add", cidr, "dev", "eth0"])?;
-        ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
-        Ok(ns)
+    /// The bridge port of `host`'s eth0: down is an unplugged cable.
+    pub(super) fn port(&self, host: &str) -> String {
+        self.net.port(host, "eth0")
     }
 
     /// The bridge's namespace.
     pub(super) fn bridge_ns(&self) -> String {
-        ns_name(&self.prefix, "br")
+        self.net.ns("br")
     }
 
     /// The client's namespace.
     pub(super) fn client_ns(&self) -> String {
-        ns_name(&self.prefix, "client")
+        self.net.ns("client")
     }
 
     /// The host whose eth0 has `mac`.
@@ -337,6 +283,7 @@ impl Lab {
     /// Leaves everything running when the lab is dropped.
     pub(super) fn keep(&mut self) {
         self.kept = true;
+        self.net.keep();
     }
 
     /// Kills the speakers (by PID), then anything else left in the namespaces, deletes the
@@ -354,11 +301,9 @@ impl Lab {
             }
         }
         // Hosts and client first, the bridge last (it was made first).
-        for ns in self.namespaces.iter().rev() {
-            remove_namespace(ns);
-        }
+        let namespaces = self.net.teardown();
         let _ = std::fs::remove_dir_all(&self.dir);
-        self.namespaces.len()
+        namespaces
     }
 }
 
@@ -375,21 +320,9 @@ pub(super) fn host_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, 10 + u8::try_from(i).unwrap_or(u8::MAX - 10))
 }
 
-/// The interface index and MAC of eth0 in `ns`, from `ip -o link show`.
+/// The interface index and MAC of eth0 in `ns`.
 pub(super) fn link(ns: &str) -> Result<(u32, Mac), String> {
-    let out = ip(&["-n", ns, "-o", "link", "show", "eth0"])?;
-    let index = out
-        .split(':')
-        .next()
-        .and_then(|i| i.trim().parse().ok())
-        .ok_or_else(|| format!("{ns}: no interface index in {out:?}"))?;
-    let mac = out
-        .split("link/ether ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|m| m.parse().ok())
-        .ok_or_else(|| format!("{ns}: no MAC in {out:?}"))?;
-    Ok((index, mac))
+    vigil_netlab::link(ns, "eth0")
 }
 
 /// A host's `vigil standalone` configuration.

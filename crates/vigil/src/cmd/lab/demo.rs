@@ -3,7 +3,7 @@
 
 use super::cluster::{self, CLIENT4, CLIENT6, HTTP, Lab, VIP4, VIP6};
 use super::probe::{self, Family, Outage, Prober, Questions};
-use super::{Args, DEFAULT_PREFIX, Scenario, Stop, check_interrupt, netns, pause};
+use super::{Args, DEFAULT_PREFIX, Scenario, Stop, check_interrupt, pause};
 use crate::cmd::standalone::state::Status;
 use crate::cmd::status::render;
 use nix::sys::signal::Signal;
@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 use vigil_l2::wire::ethernet::Address as Mac;
+use vigil_netlab::netns;
 
 /// Prints steps with the time since the start.
 struct Steps {
@@ -133,7 +134,14 @@ fn fail_over(
     let failed_at = prober.now();
     let what = match args.scenario {
         Scenario::HostLoss => {
-            cluster::ip(&["-n", &lab.bridge_ns(), "link", "set", owner, "down"])?;
+            cluster::ip(&[
+                "-n",
+                &lab.bridge_ns(),
+                "link",
+                "set",
+                &lab.port(owner),
+                "down",
+            ])?;
             format!(
                 "host loss: {owner}'s link is down (its bridge port, in {})",
                 lab.bridge_ns()
@@ -413,12 +421,12 @@ fn print_keep_help(lab: &Lab, exe: &std::path::Path, args: &Args, owner: &str) {
     }
     if args.scenario == Scenario::HostLoss {
         lines.push((
-            format!("ip -n {br} link set {owner} up"),
+            format!("ip -n {br} link set {} up", lab.port(owner)),
             format!("plug {owner} back in (the lab unplugged it)"),
         ));
     } else {
         lines.push((
-            format!("ip -n {br} link set {} down", first.name),
+            format!("ip -n {br} link set {} down", lab.port(&first.name)),
             format!("unplug {} (up plugs it back in)", first.name),
         ));
     }

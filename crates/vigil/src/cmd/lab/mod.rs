@@ -15,7 +15,6 @@
 mod cluster;
 mod demo;
 mod kept;
-mod netns;
 mod probe;
 mod signals;
 

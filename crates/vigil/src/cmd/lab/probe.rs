@@ -1,18 +1,18 @@
-//! The client's view of the VIP: a thread in the client's namespace asks for the VIP by ARP
-//! (and by neighbour solicitation for the IPv6 VIP) every few milliseconds on a raw socket and
-//! records, per round of questions, which MACs answered. [`outage`] reads a failover out of
-//! those rounds.
+//! The client's view of the VIP: a thread in the client's namespace runs vigil-netlab's prober
+//! (the one the benches use), asking for the VIP by ARP and for the IPv6 VIP by neighbour
+//! solicitation every few milliseconds, and this module groups what answered into rounds of
+//! questions. [`outage`] reads a failover out of those rounds.
 
-use super::netns;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use vigil_l2::frames;
-use vigil_l2::wire::ethernet::{self, Address as Mac, EtherType};
-use vigil_l2::wire::{arp, icmpv6, ipv6, ndisc};
+use vigil_l2::wire::ethernet::Address as Mac;
 use vigil_l2_net::{Filter, PacketSocket};
+use vigil_netlab::netns;
+use vigil_netlab::prober::{self, Event, Ipv6Question, Kind, WatchConfig};
 
 /// Which VIP of the pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,8 @@ pub(super) struct Questions {
 #[derive(Debug, Default)]
 struct Shared {
     rounds: Vec<Round>,
+    /// The round whose answers are still coming in (until the next one is sent).
+    current: Option<Round>,
     error: Option<String>,
     done: bool,
 }
@@ -165,76 +167,63 @@ fn ask(
     netns::enter(&q.ns).map_err(|e| e.to_string())?;
     let socket = PacketSocket::open(q.ifindex, Filter::Answers)
         .map_err(|e| format!("client socket: {e}"))?;
-    let arp_question = frames::arp_request(q.mac, q.src4, q.vip4);
-    let ns_question = frames::neighbor_solicit(q.mac, q.src6, q.vip6, None);
-    let mut buf = vec![0u8; 2048];
-    while !stop.load(Ordering::SeqCst) && started.elapsed() < q.limit {
-        let sent = Instant::now();
-        let mut round = Round {
-            at: sent - started,
-            ..Round::default()
-        };
-        // A failed send is a round nobody could answer: recorded as such, not fatal.
-        let _ = socket.send(&arp_question);
-        let _ = socket.send(&ns_question);
-        let next = sent + q.interval;
-        loop {
-            while let Some(n) = socket.recv(&mut buf).map_err(|e| format!("recv: {e}"))? {
-                match answer(&buf[..n], q) {
-                    Some((Family::V4, mac)) if !round.v4.contains(&mac) => round.v4.push(mac),
-                    Some((Family::V6, mac)) if !round.v6.contains(&mac) => round.v6.push(mac),
-                    _ => {}
-                }
-            }
-            let now = Instant::now();
-            if now >= next {
-                break;
-            }
-            socket
-                .wait_readable(next - now)
-                .map_err(|e| format!("poll: {e}"))?;
+    let config = WatchConfig {
+        src_mac: q.mac,
+        src_ip: q.src4,
+        target: q.vip4,
+        interval: q.interval,
+        duration: q.limit.saturating_sub(started.elapsed()),
+        icmp: false,
+        icmp_id: 0,
+        stop_after_change: None,
+        ipv6: Some(Ipv6Question {
+            src_ip: q.src6,
+            target: q.vip6,
+        }),
+        senders: None,
+        linger: Duration::ZERO,
+    };
+    // The prober's clock starts now; rounds are kept on the Prober's.
+    let offset = started.elapsed();
+    prober::watch(&socket, &config, |event| {
+        if stop.load(Ordering::SeqCst) {
+            return ControlFlow::Break(());
         }
-        shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .rounds
-            .push(round);
-    }
+        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        record(&mut s, event, offset);
+        ControlFlow::Continue(())
+    })
+    .map_err(|e| format!("prober: {e}"))?;
     Ok(())
 }
 
-/// The MAC in `frame` if it answers one of our questions: an ARP reply from the IPv4 VIP to the
-/// client, or a neighbour advertisement for the IPv6 VIP sent to the client (gratuitous
-/// announcements are not answers). Anything malformed is not an answer.
-fn answer(frame: &[u8], q: &Questions) -> Option<(Family, Mac)> {
-    let eth = ethernet::Frame::new_checked(frame).ok()?;
-    match eth.ethertype() {
-        EtherType::Arp => {
-            let repr = arp::Repr::parse(&arp::Packet::new_checked(eth.payload()).ok()?).ok()?;
-            (repr.operation == arp::Operation::Reply
-                && repr.source_protocol_addr == q.vip4
-                && repr.target_protocol_addr == q.src4)
-                .then_some((Family::V4, repr.source_hardware_addr))
-        }
-        EtherType::Ipv6 => {
-            let ip = ipv6::Packet::new_checked(eth.payload()).ok()?;
-            let ip_repr = ipv6::Repr::parse(&ip).ok()?;
-            if ip_repr.dst_addr != q.src6 {
-                return None;
-            }
-            let icmp = icmpv6::Packet::new_checked(ip.payload()).ok()?;
-            let icmpv6::Repr::Ndisc(ndisc::Repr::NeighborAdvert {
-                target_addr,
-                lladdr,
-                ..
-            }) = icmpv6::Repr::parse(ip_repr.src_addr, ip_repr.dst_addr, &icmp).ok()?
-            else {
-                return None;
+/// Files one prober event: a new round closes the one before; an answer to a question (not a
+/// gratuitous announcement) joins the current round.
+fn record(s: &mut Shared, event: &Event, offset: Duration) {
+    match event {
+        Event::Round { at, .. } => {
+            let next = Round {
+                at: offset + *at,
+                ..Round::default()
             };
-            (IpAddr::V6(target_addr) == IpAddr::V6(q.vip6))
-                .then(|| (Family::V6, lladdr.unwrap_or_else(|| eth.src_addr())))
+            if let Some(done) = s.current.replace(next) {
+                s.rounds.push(done);
+            }
         }
-        _ => None,
+        Event::Answer(a) if !a.gratuitous => {
+            let Some(round) = s.current.as_mut() else {
+                return;
+            };
+            let macs = match a.kind {
+                Kind::Arp => &mut round.v4,
+                Kind::Ndp => &mut round.v6,
+                Kind::Icmp => return,
+            };
+            if !macs.contains(&a.mac) {
+                macs.push(a.mac);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -358,68 +347,46 @@ mod tests {
         assert_eq!(o.unanswered, 3);
     }
 
-    fn questions() -> Questions {
-        Questions {
-            ns: "x".into(),
-            ifindex: 2,
-            mac: Mac([2, 0, 0, 0, 0, 9]),
-            src4: Ipv4Addr::new(198, 18, 0, 2),
-            src6: "2001:db8::2".parse().unwrap(),
-            vip4: Ipv4Addr::new(198, 18, 0, 100),
-            vip6: "2001:db8::100".parse().unwrap(),
-            interval: Duration::from_millis(10),
-            limit: Duration::from_secs(1),
-        }
+    fn answer(kind: Kind, mac: Mac, gratuitous: bool) -> Event {
+        Event::Answer(prober::Answer {
+            at: Duration::ZERO,
+            kind,
+            mac,
+            gratuitous,
+            round: 1,
+        })
     }
 
     #[test]
-    fn answers_are_arp_replies_to_the_client_only() {
-        let q = questions();
-        let reply = |target_ip: Ipv4Addr| {
-            frames::arp_frame(
-                OLD,
-                q.mac,
-                &arp::Repr {
-                    operation: arp::Operation::Reply,
-                    source_hardware_addr: OLD,
-                    source_protocol_addr: q.vip4,
-                    target_hardware_addr: q.mac,
-                    target_protocol_addr: target_ip,
-                },
-            )
-        };
-        assert_eq!(answer(&reply(q.src4), &q), Some((Family::V4, OLD)));
-        // A gratuitous reply (target the VIP itself) is not an answer.
-        assert_eq!(answer(&reply(q.vip4), &q), None);
-        // Our own question is not an answer, nor is garbage.
-        assert_eq!(
-            answer(&frames::arp_request(q.mac, q.src4, q.vip4), &q),
-            None
+    fn answers_fill_the_current_round_and_a_new_round_closes_it() {
+        let mut s = Shared::default();
+        let offset = Duration::from_millis(5);
+        record(&mut s, &answer(Kind::Arp, OLD, false), offset);
+        assert!(s.current.is_none(), "an answer before any round is dropped");
+        record(
+            &mut s,
+            &Event::Round {
+                round: 1,
+                at: Duration::ZERO,
+            },
+            offset,
         );
-        assert_eq!(answer(&[0xff; 20], &q), None);
-        assert_eq!(answer(&[], &q), None);
-    }
-
-    #[test]
-    fn answers_are_advertisements_to_the_client_only() {
-        let q = questions();
-        let advert = |dst: Ipv6Addr| {
-            frames::ndisc_frame(
-                &frames::NdiscAddressing {
-                    src_mac: NEW,
-                    dst_mac: q.mac,
-                    src_ip: q.vip6,
-                    dst_ip: dst,
-                    hop_limit: 255,
-                },
-                &ndisc::Repr::NeighborAdvert {
-                    flags: ndisc::NeighborFlags::SOLICITED,
-                    target_addr: q.vip6,
-                    lladdr: Some(NEW),
-                },
-            )
-        };
-        assert_eq!(answer(&advert(q.src6), &q), Some((Family::V6, NEW)));
-        assert_eq!(answer(&advert("ff02::1".parse().unwrap()), &q), None);
+        record(&mut s, &answer(Kind::Arp, OLD, false), offset);
+        record(&mut s, &answer(Kind::Arp, OLD, false), offset);
+        record(&mut s, &answer(Kind::Ndp, NEW, false), offset);
+        // Gratuitous announcements are not answers to our questions.
+        record(&mut s, &answer(Kind::Arp, NEW, true), offset);
+        assert!(s.rounds.is_empty(), "the round is still open");
+        let ten = Duration::from_millis(10);
+        record(&mut s, &Event::Round { round: 2, at: ten }, offset);
+        assert_eq!(
+            s.rounds,
+            vec![Round {
+                at: offset,
+                v4: vec![OLD],
+                v6: vec![NEW],
+            }]
+        );
+        assert_eq!(s.current.as_ref().map(|r| r.at), Some(offset + ten));
     }
 }

@@ -1,7 +1,9 @@
-//! A continuous prober for failover measurements: on one interface of the client, it asks for a
-//! target IPv4 address with an ARP request every few milliseconds (and optionally sends an ICMP
-//! echo request to it), records every answer with a monotonic timestamp and the MAC that gave
-//! it, and computes the outages a client saw.
+//! The failover prober, the one both `vigil-l2-client watch` (benches, tests) and `vigil lab`
+//! use: on one interface of the client, every few milliseconds it asks for a target IPv4
+//! address with an ARP request (and, optionally, for a target IPv6 address with a neighbour
+//! solicitation, or sends an ICMP echo request to the IPv4 one), records every answer with a
+//! monotonic timestamp, the MAC that gave it and the round of questions it arrived in, and
+//! computes the outages a client saw.
 //!
 //! ```text
 //!   every interval: ARP request (broadcast) ──┐        ARP replies / gratuitous ARPs ──> Answer
@@ -19,20 +21,23 @@
 //! and sequence number.
 //!
 //! The socket's BPF filter is switched to [`Filter::ArpAndIcmp`], which also lets IPv4 ICMP
-//! through (the announcer's filters drop it).
+//! through (the announcer's filters drop it), or to [`Filter::Answers`] (ARP and neighbour
+//! advertisements) when an IPv6 target is asked for; ICMP and IPv6 are not probed together.
 //!
 //! [`outages`] and [`summarize`] are pure functions over the recorded answers, so the outage
 //! arithmetic is tested without a network.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use vigil_l2::frames;
 use vigil_l2::wire::arp;
 use vigil_l2::wire::ethernet::{self, Address as Mac, EtherType};
+use vigil_l2::wire::{icmpv6, ipv6, ndisc};
 
-use crate::{Filter, PacketSocket};
+use vigil_l2_net::{Filter, PacketSocket};
 
 /// What kind of probe an answer answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,6 +46,8 @@ pub enum Kind {
     Arp,
     /// An ICMP echo reply from the target.
     Icmp,
+    /// A neighbour advertisement for the IPv6 target.
+    Ndp,
 }
 
 impl Kind {
@@ -49,6 +56,7 @@ impl Kind {
         match self {
             Self::Arp => "arp",
             Self::Icmp => "icmp",
+            Self::Ndp => "ndp",
         }
     }
 }
@@ -209,6 +217,57 @@ pub struct WatchConfig {
     /// End the watch this long after the ARP answers first come from a different MAC (a
     /// failover seen), rather than at `duration`.
     pub stop_after_change: Option<Duration>,
+    /// Also ask for an IPv6 address with a neighbour solicitation each round.
+    pub ipv6: Option<Ipv6Question>,
+    /// Ask each round's ARP question from the next address of this range rather than from
+    /// `src_ip`, so that every reply names the round it answers even when it comes late.
+    pub senders: Option<SenderRange>,
+    /// After the last question, keep listening this long for late answers.
+    pub linger: Duration,
+}
+
+/// Sender addresses for [`WatchConfig::senders`]: `count` addresses from `first` upward,
+/// skipping those ending in .0 or .255, used in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderRange {
+    /// The first address.
+    pub first: Ipv4Addr,
+    /// How many (at least 1).
+    pub count: u32,
+}
+
+impl SenderRange {
+    /// The addresses, in order.
+    pub fn addresses(self) -> Vec<Ipv4Addr> {
+        (u32::from(self.first)..)
+            .map(Ipv4Addr::from)
+            .filter(|a| !matches!(a.octets()[3], 0 | 255))
+            .take(self.count.max(1) as usize)
+            .collect()
+    }
+}
+
+/// An ARP reply from `target` to `my_mac`: the replying MAC and the address asked from.
+fn reply_to_sender(frame: &[u8], target: Ipv4Addr, my_mac: Mac) -> Option<(Mac, Ipv4Addr)> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Arp {
+        return None;
+    }
+    let repr = arp::Repr::parse(&arp::Packet::new_checked(eth.payload()).ok()?).ok()?;
+    (repr.operation == arp::Operation::Reply
+        && repr.source_protocol_addr == target
+        && repr.target_hardware_addr == my_mac
+        && repr.target_protocol_addr != target)
+        .then_some((repr.source_hardware_addr, repr.target_protocol_addr))
+}
+
+/// The IPv6 half of a watch: who asks, for what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Question {
+    /// The client's IPv6 address on the interface.
+    pub src_ip: Ipv6Addr,
+    /// The address watched.
+    pub target: Ipv6Addr,
 }
 
 /// Something worth a line while watching.
@@ -218,6 +277,14 @@ pub enum Event {
     Answer(Answer),
     /// The ICMP probes now go to this MAC (the latest ARP answer's).
     IcmpTo(Duration, Mac),
+    /// A round of questions went out: the `round`-th (from 1), at `at`. Answers until the
+    /// next round carry this number.
+    Round {
+        /// Its number.
+        round: u64,
+        /// When it was sent.
+        at: Duration,
+    },
 }
 
 /// The recorded answers of a finished watch.
@@ -229,6 +296,8 @@ pub struct Recording {
     pub arp_probes: u64,
     /// ICMP echo requests sent.
     pub icmp_probes: u64,
+    /// Neighbour solicitations sent.
+    pub ndp_probes: u64,
     /// Sends the socket refused (counted, not fatal).
     pub send_errors: u64,
     /// How long the watch lasted.
@@ -303,6 +372,13 @@ pub enum Heard {
         /// Not an answer to us: a gratuitous request or reply.
         gratuitous: bool,
     },
+    /// A neighbour advertisement for the IPv6 target from `mac`.
+    Ndp {
+        /// The advertised link-layer address.
+        mac: Mac,
+        /// Not an answer to us: an unsolicited advertisement.
+        gratuitous: bool,
+    },
     /// An ICMP echo reply from the target to our identifier.
     IcmpEchoReply {
         /// The Ethernet source.
@@ -350,38 +426,113 @@ pub fn hear(frame: &[u8], me: Ipv4Addr, target: Ipv4Addr, icmp_id: u16) -> Optio
     }
 }
 
-/// Probes `config.target` on `socket` until `config.duration` has passed, calling `on_event`
-/// for every answer as it arrives. The socket's filter is replaced by
-/// [`Filter::ArpAndIcmp`]; frames queued under the old one are ARP only, which the watch reads
-/// anyway. Bounded by [`MAX_DURATION`] and [`MAX_ANSWERS`].
+/// Reads one frame for a neighbour advertisement of `target`: solicited and sent to `me` (an
+/// answer), or sent to a multicast group (an unsolicited announcement, `gratuitous`). The MAC
+/// is the target link-layer address option's, else the Ethernet source. Anything malformed or
+/// about another address is `None`.
+pub fn hear_ndp(frame: &[u8], me: Ipv6Addr, target: Ipv6Addr) -> Option<Heard> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = ipv6::Packet::new_checked(eth.payload()).ok()?;
+    let ip_repr = ipv6::Repr::parse(&ip).ok()?;
+    let to_us = ip_repr.dst_addr == me;
+    if !to_us && !ip_repr.dst_addr.is_multicast() {
+        return None;
+    }
+    let icmp = icmpv6::Packet::new_checked(ip.payload()).ok()?;
+    let icmpv6::Repr::Ndisc(ndisc::Repr::NeighborAdvert {
+        target_addr,
+        lladdr,
+        ..
+    }) = icmpv6::Repr::parse(ip_repr.src_addr, ip_repr.dst_addr, &icmp).ok()?
+    else {
+        return None;
+    };
+    (target_addr == target).then(|| Heard::Ndp {
+        mac: lladdr.unwrap_or_else(|| eth.src_addr()),
+        gratuitous: !to_us,
+    })
+}
+
+/// Probes `config.target` on `socket` until `config.duration` has passed or `on_event` says
+/// [`ControlFlow::Break`], calling it for every round sent and every answer as it arrives. The
+/// socket's filter is replaced by [`Filter::ArpAndIcmp`] (or [`Filter::Answers`] with an IPv6
+/// question). Bounded by [`MAX_DURATION`] and [`MAX_ANSWERS`].
 pub fn watch(
     socket: &PacketSocket,
     config: &WatchConfig,
-    mut on_event: impl FnMut(&Event),
+    mut on_event: impl FnMut(&Event) -> ControlFlow<()>,
 ) -> io::Result<Recording> {
-    socket.set_filter(Filter::ArpAndIcmp)?;
+    if config.icmp && config.ipv6.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "ICMP echo and an IPv6 question cannot be probed together",
+        ));
+    }
+    socket.set_filter(if config.ipv6.is_some() {
+        Filter::Answers
+    } else {
+        Filter::ArpAndIcmp
+    })?;
+    let solicit = config
+        .ipv6
+        .map(|q| frames::neighbor_solicit(config.src_mac, q.src_ip, q.target, None));
     let interval = config.interval.max(MIN_INTERVAL);
     let duration = config.duration.min(MAX_DURATION);
-    let question = frames::arp_request(config.src_mac, config.src_ip, config.target);
+    let senders = config
+        .senders
+        .map(SenderRange::addresses)
+        .unwrap_or_default();
+    // The latest round asked from each sender address.
+    let mut asked_from: std::collections::HashMap<Ipv4Addr, u64> = Default::default();
+    let mut question = frames::arp_request(config.src_mac, config.src_ip, config.target);
+    let linger = config.linger.min(MAX_DURATION);
     let mut recording = Recording::default();
     let mut icmp_to: Option<Mac> = None;
     let mut arp_mac: Option<Mac> = None;
+    // Questions go out until `stop_at`; answers are read until `linger` after it.
     let mut stop_at = duration;
+    let mut asking = true;
     let mut buf = vec![0u8; 2048];
     let start = Instant::now();
     let mut next = start;
     loop {
         let now = Instant::now();
         let elapsed = now - start;
-        if elapsed >= stop_at {
-            recording.end = elapsed;
+        if asking && elapsed >= stop_at {
+            asking = false;
+            stop_at = elapsed;
+        }
+        if !asking && elapsed >= stop_at + linger {
+            recording.end = stop_at;
             return Ok(recording);
         }
-        if now >= next {
+        if asking && now >= next {
+            if !senders.is_empty() {
+                let sender = senders[recording.arp_probes as usize % senders.len()];
+                question = frames::arp_request(config.src_mac, sender, config.target);
+                asked_from.insert(sender, recording.arp_probes + 1);
+            }
             if socket.send(&question).is_err() {
                 recording.send_errors += 1;
             }
             recording.arp_probes += 1;
+            if let Some(solicit) = &solicit {
+                if socket.send(solicit).is_err() {
+                    recording.send_errors += 1;
+                }
+                recording.ndp_probes += 1;
+            }
+            let round = Event::Round {
+                round: recording.arp_probes,
+                at: now - start,
+            };
+            if on_event(&round).is_break() {
+                asking = false;
+                stop_at = now - start;
+            }
             if let (true, Some(mac)) = (config.icmp, icmp_to) {
                 let seq = recording.icmp_probes as u16;
                 let echo = icmp_echo_request(
@@ -404,13 +555,37 @@ pub fn watch(
         }
         while let Some(n) = socket.recv(&mut buf)? {
             let at = start.elapsed();
-            let answer = match hear(&buf[..n], config.src_ip, config.target, config.icmp_id) {
+            let heard =
+                hear(&buf[..n], config.src_ip, config.target, config.icmp_id).or_else(|| {
+                    let q = config.ipv6?;
+                    hear_ndp(&buf[..n], q.src_ip, q.target)
+                });
+            let named = reply_to_sender(&buf[..n], config.target, config.src_mac)
+                .and_then(|(mac, to)| Some((mac, *asked_from.get(&to)?)));
+            let answer = match heard {
+                _ if named.is_some() => {
+                    let (mac, round) = named.expect("checked");
+                    Answer {
+                        at,
+                        kind: Kind::Arp,
+                        mac,
+                        gratuitous: false,
+                        round,
+                    }
+                }
                 Some(Heard::Arp { mac, gratuitous }) => Answer {
                     at,
                     kind: Kind::Arp,
                     mac,
                     gratuitous,
                     round: recording.arp_probes,
+                },
+                Some(Heard::Ndp { mac, gratuitous }) => Answer {
+                    at,
+                    kind: Kind::Ndp,
+                    mac,
+                    gratuitous,
+                    round: recording.ndp_probes,
                 },
                 Some(Heard::IcmpEchoReply { mac, .. }) => Answer {
                     at,
@@ -423,7 +598,7 @@ pub fn watch(
             };
             if answer.kind == Kind::Arp {
                 if let (true, Some(after)) = (
-                    arp_mac.is_some_and(|m| m != answer.mac),
+                    asking && arp_mac.is_some_and(|m| m != answer.mac),
                     config.stop_after_change,
                 ) {
                     stop_at = stop_at.min(at + after);
@@ -432,16 +607,23 @@ pub fn watch(
             }
             if answer.kind == Kind::Arp && config.icmp && icmp_to != Some(answer.mac) {
                 icmp_to = Some(answer.mac);
-                on_event(&Event::IcmpTo(at, answer.mac));
+                // Only a round or an answer ends a watch early.
+                let _ = on_event(&Event::IcmpTo(at, answer.mac));
             }
-            on_event(&Event::Answer(answer));
             if recording.answers.len() < MAX_ANSWERS {
                 recording.answers.push(answer);
             }
+            if on_event(&Event::Answer(answer)).is_break() {
+                recording.end = start.elapsed();
+                return Ok(recording);
+            }
         }
-        let wait = next
-            .min(start + stop_at)
-            .saturating_duration_since(Instant::now());
+        let until = if asking {
+            next.min(start + stop_at)
+        } else {
+            start + stop_at + linger
+        };
+        let wait = until.saturating_duration_since(Instant::now());
         socket.wait_readable(wait)?;
     }
 }
@@ -664,5 +846,92 @@ mod tests {
             hear(&frames::arp_request(B, me, target), me, target, 1),
             None
         );
+    }
+
+    #[test]
+    fn advertisements_to_us_are_answers_and_multicast_ones_announcements() {
+        let me: Ipv6Addr = "2001:db8::2".parse().unwrap();
+        let target: Ipv6Addr = "2001:db8::100".parse().unwrap();
+        let advert = |dst: Ipv6Addr, about: Ipv6Addr| {
+            frames::ndisc_frame(
+                &frames::NdiscAddressing {
+                    src_mac: B,
+                    dst_mac: A,
+                    src_ip: about,
+                    dst_ip: dst,
+                    hop_limit: 255,
+                },
+                &ndisc::Repr::NeighborAdvert {
+                    flags: ndisc::NeighborFlags::SOLICITED,
+                    target_addr: about,
+                    lladdr: Some(B),
+                },
+            )
+        };
+        assert_eq!(
+            hear_ndp(&advert(me, target), me, target),
+            Some(Heard::Ndp {
+                mac: B,
+                gratuitous: false
+            })
+        );
+        let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
+        assert_eq!(
+            hear_ndp(&advert(all_nodes, target), me, target),
+            Some(Heard::Ndp {
+                mac: B,
+                gratuitous: true
+            })
+        );
+        // About another address, to another host, our own question, garbage: not heard.
+        let other: Ipv6Addr = "2001:db8::9".parse().unwrap();
+        assert_eq!(hear_ndp(&advert(me, other), me, target), None);
+        assert_eq!(hear_ndp(&advert(other, target), me, target), None);
+        let question = frames::neighbor_solicit(A, me, target, None);
+        assert_eq!(hear_ndp(&question, me, target), None);
+        assert_eq!(hear_ndp(&[0xff; 20], me, target), None);
+        assert_eq!(hear_ndp(&[], me, target), None);
+    }
+
+    #[test]
+    fn sender_ranges_skip_network_and_broadcast_octets() {
+        let r = SenderRange {
+            first: Ipv4Addr::new(198, 18, 1, 253),
+            count: 4,
+        };
+        let want: Vec<Ipv4Addr> = ["198.18.1.253", "198.18.1.254", "198.18.2.1", "198.18.2.2"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(r.addresses(), want);
+    }
+
+    #[test]
+    fn a_reply_names_the_address_it_was_asked_from() {
+        let target = Ipv4Addr::new(198, 18, 0, 100);
+        let asked_from = Ipv4Addr::new(198, 18, 1, 7);
+        let reply = |to_mac: Mac, to_ip: Ipv4Addr| {
+            frames::arp_frame(
+                B,
+                to_mac,
+                &arp::Repr {
+                    operation: arp::Operation::Reply,
+                    source_hardware_addr: B,
+                    source_protocol_addr: target,
+                    target_hardware_addr: to_mac,
+                    target_protocol_addr: to_ip,
+                },
+            )
+        };
+        assert_eq!(
+            reply_to_sender(&reply(A, asked_from), target, A),
+            Some((B, asked_from))
+        );
+        // To another MAC, a gratuitous reply, our own question: not a reply to us.
+        assert_eq!(reply_to_sender(&reply(B, asked_from), target, A), None);
+        assert_eq!(reply_to_sender(&reply(A, target), target, A), None);
+        let question = frames::arp_request(A, asked_from, target);
+        assert_eq!(reply_to_sender(&question, target, A), None);
+        assert_eq!(reply_to_sender(&[0; 10], target, A), None);
     }
 }

@@ -19,8 +19,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use vigil_l2::{InterfaceSet, Vip};
-use vigil_l2_net::args::Args;
 use vigil_l2_net::{Command, Driver, DriverConfig, DriverStats, Selection};
+use vigil_netlab::args::Args;
 
 fn parse_vip(text: &str) -> Result<Vip, String> {
     let (addr, ifaces) = match text.split_once('@') {

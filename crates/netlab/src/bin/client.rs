@@ -10,7 +10,8 @@
 //! vigil-l2-client poke  --target IP
 //! vigil-l2-client bench --iface I --src-ip IPv4 --target IPv4 [--samples N] [--rates R,R,..] [--window-ms MS]
 //! vigil-l2-client watch --iface I --src-ip IPv4 --target IPv4 [--interval-ms N] [--duration-ms D]
-//!                       [--icmp] [--gap-ms G] [--stop-after-change-ms S] [--answers]
+//!                       [--icmp] [--gap-ms G] [--stop-after-change-ms S] [--answers] [--rounds]
+//!                       [--sender-first IPv4 [--sender-count N]] [--linger-ms L] [--stop-file PATH]
 //! ```
 //!
 //! `watch` asks for the target every `--interval-ms` (default 5) with an ARP request and, with
@@ -18,7 +19,8 @@
 //! (default 3000, at most an hour), and prints `key=value` lines (times in ms since the start):
 //!
 //! ```text
-//! answer t_ms=T kind=arp|icmp mac=M gratuitous=0|1      (each answer, only with --answers)
+//! round n=N t_ms=T                                     (each round of questions, only with --rounds)
+//! answer t_ms=T kind=arp|icmp mac=M gratuitous=0|1 round=N  (each answer, only with --answers)
 //! icmp-to t_ms=T mac=M                                  (ICMP probes now go to M)
 //! mac-change t_ms=T kind=arp|icmp from=M to=M           (the answering MAC differs from the last)
 //! outage kind=K from_ms=T to_ms=T|open length_ms=L before=M|none after=M|none
@@ -30,7 +32,12 @@
 //! `max_gap_ms` is the longest span without one, also counting the watch's start and end;
 //! `open=1` when the last outage had not ended when the watch did. A conflict is a probe round
 //! that two MACs answered. With `--stop-after-change-ms S` the watch ends S ms after the ARP
-//! answers first come from another MAC.
+//! answers first come from another MAC, and with `--stop-file PATH` it stops asking once PATH
+//! exists (looked for every 20 rounds). `--linger-ms L` keeps listening L ms after the last
+//! question. With `--sender-first A` each round's ARP question comes from the next of
+//! `--sender-count` addresses from A on (default 254; .0 and .255 skipped), so that a reply
+//! names the round it answers (`round=`) even when it comes after the next question; otherwise
+//! an answer belongs to the latest round sent when it arrived.
 //!
 //! `listen` prints what arrives about the target (gratuitous ARP replies, advertisements) without
 //! asking; `poke` sends one UDP datagram to the target so that the host's own kernel resolves it.
@@ -39,15 +46,16 @@
 //! `arp-reply` or `na`. Loops are bounded by `--count` and `--wait-ms`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::ops::ControlFlow;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use vigil_l2::frames;
 use vigil_l2::wire::ethernet::{self, Address as EthernetAddress, EtherType};
 use vigil_l2::wire::{arp, icmpv6, ipv6, ndisc};
-use vigil_l2_net::args::{self, Args};
-use vigil_l2_net::watch::{self, Event, Kind, WatchConfig};
 use vigil_l2_net::{Filter, PacketSocket};
+use vigil_netlab::args::{self, Args};
+use vigil_netlab::prober::{self as watch, Event, Kind, SenderRange, WatchConfig};
 
 /// An answer about the target, as printed.
 fn describe(frame: &[u8], target: IpAddr) -> Option<String> {
@@ -294,21 +302,58 @@ fn watch(args: &Args) -> Result<(), String> {
         stop_after_change: args
             .get::<u64>("stop-after-change-ms")?
             .map(Duration::from_millis),
+        ipv6: None,
+        senders: match args.get::<Ipv4Addr>("sender-first")? {
+            Some(first) => Some(SenderRange {
+                first,
+                count: args.get("sender-count")?.unwrap_or(254),
+            }),
+            None => None,
+        },
+        linger: Duration::from_millis(args.get::<u64>("linger-ms")?.unwrap_or(0)),
     };
+    let stop_file: Option<std::path::PathBuf> = args.get("stop-file")?;
+    let print_rounds = args.flag("rounds");
     let gap = args
         .get::<u64>("gap-ms")?
         .map_or(interval * 3, Duration::from_millis);
     let print_answers = args.flag("answers");
     let mut last_mac: [Option<EthernetAddress>; 2] = [None, None];
-    let recording = watch::watch(&socket, &config, |event| match event {
+    let recording = watch::watch(&socket, &config, |event| {
+        print_event(event, print_answers, &mut last_mac);
+        if let Event::Round { round, at } = event {
+            if print_rounds {
+                println!("round n={round} t_ms={}", millis(*at));
+            }
+            // Every 20th round: is the stop file there?
+            if round % 20 == 0 && stop_file.as_ref().is_some_and(|f| f.exists()) {
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    })
+    .map_err(|e| format!("watch: {e}"))?;
+    for kind in [Kind::Arp, Kind::Icmp] {
+        if kind == Kind::Icmp && !config.icmp {
+            continue;
+        }
+        print_summary(&recording, kind, gap);
+    }
+    Ok(())
+}
+
+/// One `answer`, `mac-change` or `icmp-to` line, as the event calls for.
+fn print_event(event: &Event, print_answers: bool, last_mac: &mut [Option<EthernetAddress>; 2]) {
+    match event {
         Event::Answer(answer) => {
             if print_answers {
                 println!(
-                    "answer t_ms={} kind={} mac={} gratuitous={}",
+                    "answer t_ms={} kind={} mac={} gratuitous={} round={}",
                     millis(answer.at),
                     answer.kind.name(),
                     answer.mac,
-                    u8::from(answer.gratuitous)
+                    u8::from(answer.gratuitous),
+                    answer.round
                 );
             }
             let last = &mut last_mac[usize::from(answer.kind == Kind::Icmp)];
@@ -323,68 +368,67 @@ fn watch(args: &Args) -> Result<(), String> {
             *last = Some(answer.mac);
         }
         Event::IcmpTo(at, mac) => println!("icmp-to t_ms={} mac={mac}", millis(*at)),
-    })
-    .map_err(|e| format!("watch: {e}"))?;
-    for kind in [Kind::Arp, Kind::Icmp] {
-        if kind == Kind::Icmp && !config.icmp {
-            continue;
-        }
-        let summary = watch::summarize(&recording.answers, kind, gap, recording.end);
-        for outage in &summary.outages {
-            println!(
-                "outage kind={} from_ms={} to_ms={} length_ms={} before={} after={}",
-                kind.name(),
-                millis(outage.from),
-                outage.to.map_or_else(|| "open".to_string(), millis),
-                millis(outage.length),
-                mac_or_none(outage.before),
-                mac_or_none(outage.after)
-            );
-        }
-        let max_outage = summary.outages.iter().map(|o| o.length).max();
-        let probes = match kind {
-            Kind::Arp => recording.arp_probes,
-            Kind::Icmp => recording.icmp_probes,
-        };
+        Event::Round { .. } => {}
+    }
+}
+
+/// The `outage` lines and the `summary` line of `kind`.
+fn print_summary(recording: &watch::Recording, kind: Kind, gap: Duration) {
+    let summary = watch::summarize(&recording.answers, kind, gap, recording.end);
+    for outage in &summary.outages {
         println!(
-            "summary kind={} probes={probes} answers={} outages={} max_gap_ms={} max_outage_ms={} mac_changes={} conflicts={} macs={} first_mac={} last_mac={} open={} send_errors={}",
+            "outage kind={} from_ms={} to_ms={} length_ms={} before={} after={}",
             kind.name(),
-            summary.answers,
-            summary.outages.len(),
-            millis(summary.max_gap),
-            millis(max_outage.unwrap_or_default()),
-            summary.mac_changes,
-            summary.conflicts,
-            if summary.macs.is_empty() {
-                "none".to_string()
-            } else {
-                summary
-                    .macs
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            },
-            mac_or_none(summary.macs.first().copied()),
-            mac_or_none(
-                recording
-                    .answers
-                    .iter()
-                    .rev()
-                    .find(|a| a.kind == kind)
-                    .map(|a| a.mac)
-            ),
-            u8::from(summary.outages.last().is_some_and(|o| o.to.is_none())),
-            recording.send_errors
+            millis(outage.from),
+            outage.to.map_or_else(|| "open".to_string(), millis),
+            millis(outage.length),
+            mac_or_none(outage.before),
+            mac_or_none(outage.after)
         );
     }
-    Ok(())
+    let max_outage = summary.outages.iter().map(|o| o.length).max();
+    let probes = match kind {
+        Kind::Arp => recording.arp_probes,
+        Kind::Icmp => recording.icmp_probes,
+        Kind::Ndp => recording.ndp_probes,
+    };
+    println!(
+        "summary kind={} probes={probes} answers={} outages={} max_gap_ms={} max_outage_ms={} mac_changes={} conflicts={} macs={} first_mac={} last_mac={} open={} send_errors={}",
+        kind.name(),
+        summary.answers,
+        summary.outages.len(),
+        millis(summary.max_gap),
+        millis(max_outage.unwrap_or_default()),
+        summary.mac_changes,
+        summary.conflicts,
+        if summary.macs.is_empty() {
+            "none".to_string()
+        } else {
+            summary
+                .macs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+        mac_or_none(summary.macs.first().copied()),
+        mac_or_none(
+            recording
+                .answers
+                .iter()
+                .rev()
+                .find(|a| a.kind == kind)
+                .map(|a| a.mac)
+        ),
+        u8::from(summary.outages.last().is_some_and(|o| o.to.is_none())),
+        recording.send_errors
+    );
 }
 
 fn run() -> Result<(), String> {
     let mut argv = std::env::args().skip(1);
     let mode = argv.next().unwrap_or_default();
-    let args = Args::parse(argv, &["icmp", "answers"])?;
+    let args = Args::parse(argv, &["icmp", "answers", "rounds"])?;
     match mode.as_str() {
         "arp" => {
             let (socket, mac) = open(&args)?;

@@ -9,7 +9,7 @@ use std::io;
 use std::path::Path;
 
 /// Moves the calling thread into the network namespace `ns` (as made by `ip netns add`).
-pub(super) fn enter(ns: &str) -> io::Result<()> {
+pub fn enter(ns: &str) -> io::Result<()> {
     let file = File::open(Path::new("/run/netns").join(ns))
         .map_err(|e| io::Error::new(e.kind(), format!("namespace {ns}: {e}")))?;
     setns(&file, CloneFlags::CLONE_NEWNET)
@@ -17,7 +17,7 @@ pub(super) fn enter(ns: &str) -> io::Result<()> {
 }
 
 /// Runs `f` on a thread inside the network namespace `ns` and returns what it returns.
-pub(super) fn run_in<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+pub fn run_in<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> io::Result<T> {
     std::thread::scope(|scope| {
         let worker = scope.spawn(|| enter(ns).map(|()| f()));
         match worker.join() {
