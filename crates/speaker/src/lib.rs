@@ -18,9 +18,9 @@
 //! ```
 //!
 //! - [`core`] and [`model`]: re-exported from `vigil-speaker-core`;
-//! - [`run`](run()): the runner; [`join`](crate::join) (private): the seed join loop;
+//! - [`run`](run()): the runner; `join` (private): the seed join loop;
 //! - [`local_address`]: VIPs held on a host device so the kernel accepts their traffic;
-//! - [`observe`]: the status shared with the HTTP endpoint, `/metrics` text, the endpoint.
+//! - [`observe`]: the status shared with the HTTP routes, and the routes on `vigil-observe`.
 
 mod join;
 pub mod local_address;

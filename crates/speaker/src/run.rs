@@ -332,6 +332,11 @@ impl<S: StatusSink> Runner<S> {
             }
             _ => return,
         };
+        if let Event::Gossip(g) = &event
+            && let Some(counted) = vigil_observe::metrics::MemberEvent::of(g)
+        {
+            self.lock().member_events.record(counted);
+        }
         let view = self.members().await;
         core.handle_members(now(), Some(kind), view);
     }
@@ -488,13 +493,21 @@ impl<S: StatusSink> Runner<S> {
         shared.evaluations = counters.evaluations;
         shared.vips_taken = counters.vips_taken;
         shared.vips_released = counters.vips_released;
-        shared.member_events = counters
-            .member_events
-            .iter()
-            .map(|(kind, n)| (kind.as_str(), *n))
-            .collect();
+        shared.member_counts = member_counts(core.members());
         shared.ready = core.joined();
         shared.local_address = local;
+    }
+}
+
+/// Members by state for `vigil_gossip_members`.
+fn member_counts(members: &[crate::core::Member]) -> vigil_observe::metrics::MemberCounts {
+    use crate::core::MemberState;
+    let count = |state| members.iter().filter(|m| m.state == state).count() as u64;
+    vigil_observe::metrics::MemberCounts {
+        alive: count(MemberState::Alive),
+        suspect: count(MemberState::Suspect),
+        dead: count(MemberState::Dead),
+        left: count(MemberState::Left),
     }
 }
 

@@ -1,23 +1,25 @@
-//! The local HTTP endpoint: `/metrics`, `/healthz`, `/readyz` and `/status` (JSON, read by
-//! `vigil status`). A deliberately small HTTP/1.x server: GET only, one request per
-//! connection, bounded reads and time, so a stuck client cannot hold anything.
+//! The speaker's HTTP routes on the shared server (`vigil_observe::http`): `/metrics`
+//! (`vigil_observe::metrics` collectors, one name per metric), `/healthz`, `/readyz` and
+//! `/status` (JSON, read by `vigil status`). All GET, open to whoever can reach the listen
+//! address (nothing secret: names, addresses, VIPs, counters).
 
 use super::SourceCounters;
-use super::metrics;
 use super::state::Shared;
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use vigil_gossip_net::Memberlist;
 use vigil_l2_net::Handle;
+use vigil_observe::http::{self as server, probe};
+use vigil_observe::metrics::{
+    ElectionMetrics, GossipMetrics, L2Metrics, LocalAddressMetrics, Scrape, SpeakerMetrics,
+};
 
-/// The largest request head read.
-const MAX_REQUEST: usize = 8 * 1024;
-/// How long one connection may take.
-const CONNECTION_DEADLINE: Duration = Duration::from_secs(5);
-
-/// What the endpoint reads from.
+/// What the routes read from.
 #[derive(Clone)]
 pub struct HttpState {
     /// The runner's shared state.
@@ -30,90 +32,138 @@ pub struct HttpState {
     pub gossip: Memberlist,
 }
 
-/// Serves until the task is dropped.
-pub async fn serve(listener: TcpListener, state: HttpState) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(CONNECTION_DEADLINE, handle(stream, &state)).await;
-        });
-    }
-}
-
-async fn handle(mut stream: TcpStream, state: &HttpState) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&buf);
-    let mut words = head.lines().next().unwrap_or_default().split_whitespace();
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (code, kind, body) = if method != "GET" {
-        (405, "text/plain", "only GET\n".to_string())
-    } else {
-        route(path, state).await
-    };
-    let reason = match code {
-        200 => "OK",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Service Unavailable",
-    };
-    let response = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
-}
-
-async fn route(path: &str, state: &HttpState) -> (u16, &'static str, String) {
-    let snapshot = || {
-        let mut shared = state
-            .shared
+impl HttpState {
+    fn snapshot(&self) -> Shared {
+        self.shared
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        shared.reloads_ok = state.reloads.applied();
-        shared.reloads_rejected = state.reloads.rejected();
-        shared
-    };
-    match path {
-        "/metrics" => {
-            let gossip = state.gossip.stats().await.ok();
-            let text = metrics::render(&snapshot(), &state.l2.stats(), gossip.as_ref());
-            (200, "text/plain; version=0.0.4", text)
+            .clone()
+    }
+}
+
+const PATHS: &[&str] = &["/metrics", "/healthz", "/readyz", "/status"];
+
+/// The speaker's routes.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/status", get(status))
+        .fallback(server::not_found(PATHS))
+        .with_state(state)
+}
+
+/// Serves the routes until the task is dropped.
+pub async fn serve(listener: TcpListener, state: HttpState) {
+    server::serve(listener, router(state), std::future::pending()).await;
+}
+
+async fn metrics(State(state): State<HttpState>) -> Response {
+    let shared = state.snapshot();
+    let stats = state.gossip.stats().await.ok();
+    scrape(&shared, &state.reloads, stats, state.l2.stats()).response()
+}
+
+/// Every collector filled from one snapshot.
+fn scrape(
+    shared: &Shared,
+    reloads: &SourceCounters,
+    gossip: Option<vigil_gossip_net::NetStats>,
+    l2: vigil_l2_net::DriverStats,
+) -> Scrape {
+    let status = &shared.status;
+    let quorum = status.quorum.live >= status.quorum.needed;
+    let owned: std::collections::BTreeSet<_> = shared.announced.iter().map(|(_, ip)| *ip).collect();
+    Scrape::new()
+        .with(L2Metrics {
+            node: status.node.clone(),
+            announced: shared.announced.clone(),
+            configured_vips: shared.configured_vips.clone(),
+            stats: l2,
+        })
+        .with(GossipMetrics {
+            stats: gossip,
+            members: shared.member_counts,
+            events: shared.member_events,
+            user_messages: 0,
+        })
+        .with(ElectionMetrics {
+            evaluations: shared.evaluations,
+            vips_owned: owned.len() as u64,
+            vips_taken: shared.vips_taken,
+            vips_released: shared.vips_released,
+            quorum,
+            holding: status.holding,
+        })
+        .with(SpeakerMetrics {
+            health_checks: status.health.clone(),
+            local_address: shared.local_address.map(|l| LocalAddressMetrics {
+                held: l.held as u64,
+                added: l.counters.added,
+                add_failed: l.counters.add_failed,
+                removed: l.counters.removed,
+                remove_failed: l.counters.remove_failed,
+            }),
+            config_reloads_applied: reloads.applied(),
+            config_reloads_rejected: reloads.rejected(),
+        })
+}
+
+/// Alive: the gossip driver answers.
+async fn healthz(State(state): State<HttpState>) -> Response {
+    probe(
+        state
+            .gossip
+            .stats()
+            .await
+            .map(|_| "ok")
+            .map_err(|e| e.to_string()),
+    )
+}
+
+async fn readyz(State(state): State<HttpState>) -> Response {
+    probe(if state.snapshot().ready {
+        Ok("ready")
+    } else {
+        Err("starting".into())
+    })
+}
+
+async fn status(State(state): State<HttpState>) -> Response {
+    Json(state.snapshot().status).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::state::LocalAddressState;
+
+    #[test]
+    fn a_scrape_carries_the_speakers_series_and_none_for_what_moved_away() {
+        let mut shared = Shared::default();
+        shared.status.node = "node-a".into();
+        let vip = "198.18.0.100".parse().unwrap();
+        shared.announced = vec![("web".into(), vip)];
+        shared.configured_vips = [vip].into();
+        shared.vips_released = 2;
+        shared.local_address = Some(LocalAddressState {
+            held: 1,
+            ..LocalAddressState::default()
+        });
+        let reloads = SourceCounters::default();
+        reloads.count_applied();
+        let text = scrape(&shared, &reloads, None, Default::default()).render();
+        for want in [
+            "metallb_speaker_announced{ip=\"198.18.0.100\",node=\"node-a\",protocol=\"layer2\",service=\"web\"} 1",
+            "vigil_election_vips_released_total 2",
+            "vigil_local_address_held 1",
+            "vigil_config_reloads_total{result=\"applied\"} 1",
+        ] {
+            assert!(text.contains(want), "{want} missing:\n{text}");
         }
-        // Alive: the gossip driver answers.
-        "/healthz" => match state.gossip.stats().await {
-            Ok(_) => (200, "text/plain", "ok\n".into()),
-            Err(e) => (503, "text/plain", format!("{e}\n")),
-        },
-        "/readyz" => {
-            if snapshot().ready {
-                (200, "text/plain", "ready\n".into())
-            } else {
-                (503, "text/plain", "starting\n".into())
-            }
-        }
-        "/status" => match serde_json::to_string_pretty(&snapshot().status) {
-            Ok(json) => (200, "application/json", json + "\n"),
-            Err(e) => (503, "text/plain", format!("{e}\n")),
-        },
-        _ => (
-            404,
-            "text/plain",
-            "try /metrics, /healthz, /readyz or /status\n".into(),
-        ),
+        shared.announced.clear();
+        let text = scrape(&shared, &reloads, None, Default::default()).render();
+        assert!(!text.contains("metallb_speaker_announced{"), "{text}");
     }
 }

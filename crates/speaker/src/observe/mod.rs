@@ -1,9 +1,8 @@
-//! What the speaker shows: the shared status and counters, `/metrics` in Prometheus text,
-//! and the small HTTP endpoint serving `/metrics`, `/healthz`, `/readyz` and `/status`.
-//! (To be replaced by the shared observability crate; kept as it was meanwhile.)
+//! What the speaker shows: the status and counters shared with the HTTP endpoint, and its
+//! routes (`/metrics`, `/healthz`, `/readyz`, `/status`) on the one HTTP server and the one
+//! set of metric collectors of `vigil-observe`.
 
 pub mod http;
-pub mod metrics;
 pub mod state;
 
 use std::sync::Arc;

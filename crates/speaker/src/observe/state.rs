@@ -3,8 +3,9 @@
 
 pub use crate::core::{Status, StatusMember, StatusQuorum, StatusVip};
 use crate::local_address::AddressCounters;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
+use vigil_observe::metrics::{MemberCounts, MemberEventCounts};
 
 /// Everything the HTTP endpoint reads.
 #[derive(Debug, Clone, Default)]
@@ -24,12 +25,10 @@ pub struct Shared {
     pub vips_taken: u64,
     /// VIPs released by this node.
     pub vips_released: u64,
-    /// Reloads applied.
-    pub reloads_ok: u64,
-    /// Reloads rejected (bad file, old one kept).
-    pub reloads_rejected: u64,
+    /// Members by state, this node included.
+    pub member_counts: MemberCounts,
     /// Membership events seen, by kind.
-    pub member_events: BTreeMap<&'static str, u64>,
+    pub member_events: MemberEventCounts,
     /// The local-address device's state, when `announce.local_address` is set.
     pub local_address: Option<LocalAddressState>,
 }
