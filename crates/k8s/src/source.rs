@@ -13,14 +13,19 @@
 //! - The memberlist key is MetalLB's `secretkey` file (the Secret mounted by the DaemonSet),
 //!   derived as MetalLB does and watched for changes: a new key goes out as a keyring.
 
+use crate::crd::ConfigurationState;
 use crate::crd::{IPAddressPool, L2Advertisement};
 use crate::secret::{KeyDerivation, memberlist_key};
 use crate::settings::SpeakerSettings;
+use crate::state::ReconcilerCondition;
+use crate::status::configuration_state;
 use crate::translate::{Cluster, Interfaces, NodeView, Options, translate};
 use crate::{Config, ConfigTracker, Reload};
 use futures_util::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -186,10 +191,13 @@ pub async fn start(
             .as_ref()
             .map_or(crate::settings::DEFAULT_ML_PORT, |m| m.bind_port),
         tracker: ConfigTracker::new(),
+        state: Api::namespaced(client.clone(), ns),
+        written: None,
         shared,
         counters: SourceCounters::default(),
     };
     let initial = builder.snapshot();
+    builder.write_state().await;
     info!(
         event = "k8s_synced",
         services = initial.services.len(),
@@ -331,6 +339,9 @@ struct Builder {
     options: Options,
     gossip_port: u16,
     tracker: ConfigTracker,
+    /// Where this speaker's ConfigurationState goes, and the condition last written there.
+    state: Api<ConfigurationState>,
+    written: Option<ReconcilerCondition>,
     shared: Shared,
     counters: SourceCounters,
 }
@@ -353,12 +364,53 @@ impl Builder {
             changed.notified().await;
             tokio::time::sleep(DEBOUNCE).await;
             let next = self.snapshot();
+            self.write_state().await;
             if next != last {
                 self.counters.count_applied();
                 if tx.send(next.clone()).await.is_err() {
                     return;
                 }
                 last = next;
+            }
+        }
+    }
+
+    /// Writes this speaker's ConfigurationState when the reconcile's condition changed (the
+    /// object by server-side apply, its status through the subresource). A failure is
+    /// logged and tried again on the next change.
+    async fn write_state(&mut self) {
+        let Some(condition) = self.tracker.condition().cloned() else {
+            return;
+        };
+        if self.written.as_ref() == Some(&condition) {
+            return;
+        }
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let namespace = self.state.namespace().unwrap_or_default().to_string();
+        let object = configuration_state(
+            &namespace,
+            &self.options.node_name,
+            self.tracker.status(now),
+        );
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let mut body = serde_json::json!({ "metadata": object.metadata });
+        body["apiVersion"] = "metallb.io/v1beta1".into();
+        body["kind"] = "ConfigurationState".into();
+        let apply = PatchParams::apply("vigil-speaker").force();
+        let result = async {
+            self.state
+                .patch(&name, &apply, &Patch::Apply(&body))
+                .await?;
+            let status = serde_json::json!({ "status": object.status });
+            self.state
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+        }
+        .await;
+        match result {
+            Ok(_) => self.written = Some(condition),
+            Err(e) => {
+                warn!(event = "configuration_state_failed", error = %e, "ConfigurationState not written")
             }
         }
     }

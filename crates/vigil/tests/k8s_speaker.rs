@@ -379,6 +379,29 @@ fn wait_node_assigned(lab: &KubeLab, node: &str) -> Vec<String> {
     })
 }
 
+/// `status.result` of ConfigurationState `speaker-<node>`, once it is set (bounded).
+fn wait_configuration_result(lab: &KubeLab, node: &str) -> Option<String> {
+    let client = lab.cp().client().expect("admin client");
+    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "ConfigurationState");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "configurationstates");
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
+    lab.cp().block_on(async {
+        let end = Instant::now() + SETTLE_LIMIT;
+        loop {
+            let result = api
+                .get_opt(&format!("speaker-{node}"))
+                .await
+                .expect("get ConfigurationState")
+                .and_then(|o| o.data["status"]["result"].as_str().map(str::to_string));
+            if result.is_some() || Instant::now() > end {
+                break result;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
 /// The first node MetalLB's election ranks for [`VIP`] among `nodes`.
 fn first(nodes: &[&str]) -> String {
     vigil_lb::rank(nodes.iter().copied(), IpAddr::V4(VIP))[0].to_string()
@@ -469,6 +492,15 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
         "only the owner keeps a ServiceL2Status: {statuses:?}"
     );
 
+    // Every speaker reports the configuration Valid in its ConfigurationState, as MetalLB's do.
+    for node in &nodes {
+        let result = wait_configuration_result(&lab, node);
+        assert_eq!(
+            result.as_deref(),
+            Some("Valid"),
+            "ConfigurationState speaker-{node}"
+        );
+    }
     let messages = wait_node_assigned(&lab, &owner);
     assert!(
         messages.iter().any(|m| m.contains(&format!("{owner:?}"))),
