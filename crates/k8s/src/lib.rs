@@ -1,7 +1,7 @@
-//! Kubernetes mode for vigil's speaker, the pure half: MetalLB's objects, MetalLB's rules for
+//! Kubernetes mode for vigil's speaker. The pure half: MetalLB's objects, MetalLB's rules for
 //! turning cached objects into what a speaker announces, MetalLB's validation, and the
-//! speaker's files, flags and environment. No API client, no async, no clock: the watching
-//! and writing half wires these to kube-rs reflectors.
+//! speaker's files, flags and environment (no API client, no async, no clock). The API half,
+//! [`source`] and [`sink`], wires these to kube-rs reflectors and writes back.
 //!
 //! - [`crd`]: `metallb.io/v1beta1` IPAddressPool, L2Advertisement, ServiceL2Status,
 //!   ConfigurationState.
