@@ -11,8 +11,8 @@ use crate::crd::{
 };
 use crate::source::{Shared, Stores};
 use crate::status::service_l2_status;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
@@ -43,6 +43,7 @@ impl K8sSink {
         client: Client,
         namespace: &str,
         node: &str,
+        pod: Option<&str>,
         shared: Shared,
         stores: &Stores,
     ) -> Self {
@@ -53,6 +54,8 @@ impl K8sSink {
             node: node.to_string(),
             shared: shared.clone(),
             services: stores.services.clone(),
+            pods: stores.pods.clone(),
+            pod: pod.map(str::to_string),
         };
         tokio::spawn(writer.run(rx));
         Self { tx, shared }
@@ -84,6 +87,9 @@ struct Writer {
     node: String,
     shared: Shared,
     services: kube::runtime::reflector::Store<Service>,
+    pods: kube::runtime::reflector::Store<Pod>,
+    /// This speaker's Pod (`--pod-name`): owner of its statuses, so they go with it.
+    pod: Option<String>,
 }
 
 impl Writer {
@@ -132,13 +138,27 @@ impl Writer {
         let Some((ns, name)) = id.split_once('/') else {
             return Ok(());
         };
-        let want = service_l2_status(
+        let mut want = service_l2_status(
             &self.namespace,
             &self.node,
             ns,
             name,
             &self.shared.interfaces(id),
         );
+        // MetalLB makes the speaker Pod the owner: a dead node's status is collected with it.
+        let owner = self.pod.as_deref().and_then(|pod| {
+            self.pods
+                .state()
+                .into_iter()
+                .find(|p| p.metadata.name.as_deref() == Some(pod))
+        });
+        if let Some(owner) = owner.and_then(|p| p.controller_owner_ref(&())) {
+            want.metadata.owner_references = Some(vec![OwnerReference {
+                controller: None,
+                block_owner_deletion: None,
+                ..owner
+            }]);
+        }
         let have = self
             .statuses
             .list(&ListParams::default().labels(&self.selector(Some(id))))

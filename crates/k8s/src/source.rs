@@ -100,7 +100,7 @@ pub struct Stores {
     pub services: Store<Service>,
     slices: Store<EndpointSlice>,
     nodes: Store<Node>,
-    pods: Store<Pod>,
+    pub(crate) pods: Store<Pod>,
 }
 
 /// Maps what MetalLB decides onto the speaker core's snapshot: every handled Service

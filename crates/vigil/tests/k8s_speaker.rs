@@ -379,6 +379,24 @@ fn wait_node_assigned(lab: &KubeLab, node: &str) -> Vec<String> {
     })
 }
 
+/// `Kind/name` of the owners of `node`'s ServiceL2Status objects.
+fn status_owners(lab: &KubeLab, node: &str) -> Vec<String> {
+    let client = lab.cp().client().expect("admin client");
+    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "ServiceL2Status");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "servicel2statuses");
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
+    let list = lab
+        .cp()
+        .block_on(api.list(&ListParams::default().labels(&format!("metallb.io/node={node}"))))
+        .expect("list ServiceL2Status");
+    list.items
+        .iter()
+        .flat_map(|o| o.metadata.owner_references.clone().unwrap_or_default())
+        .map(|r| format!("{}/{}", r.kind, r.name))
+        .collect()
+}
+
 /// `status.result` of ConfigurationState `speaker-<node>`, once it is set (bounded).
 fn wait_configuration_result(lab: &KubeLab, node: &str) -> Option<String> {
     let client = lab.cp().client().expect("admin client");
@@ -492,6 +510,11 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
         "only the owner keeps a ServiceL2Status: {statuses:?}"
     );
 
+    assert_eq!(
+        status_owners(&lab, &owner),
+        [format!("Pod/speaker-{owner}")],
+        "the owner's ServiceL2Status is owned by its speaker Pod"
+    );
     // Every speaker reports the configuration Valid in its ConfigurationState, as MetalLB's do.
     for node in &nodes {
         let result = wait_configuration_result(&lab, node);

@@ -163,6 +163,7 @@ async fn speak(settings: SpeakerSettings, statics: StaticSettings) -> Result<(),
         client,
         &settings.namespace,
         &settings.node_name,
+        settings.pod_name.as_deref(),
         shared,
         &stores,
     );
