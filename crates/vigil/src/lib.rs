@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 pub mod agent;
 pub mod cmd;
+pub mod lab;
 
 /// vigil: Layer-2 load-balancer IPs for bare-metal clusters, failing over in well under a
 /// second, with hashicorp/memberlist-compatible gossip.
