@@ -1,16 +1,14 @@
 //! [`Memberlist`]: the handle, and the one task that drives a [`Membership`].
 
-use crate::keyring_file::{KeyringFileError, parse_keyring, read_keyring_file};
 use crate::net::{self, StreamInput};
 use crate::{Error, resolve_seeds};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
-use tokio::time::{Instant, MissedTickBehavior, sleep_until};
+use tokio::time::{Instant, sleep_until};
 use vigil_gossip::wire::{Framing, Keyring, KeyringError, Label, SecretKey};
 use vigil_gossip::{Config, ConfigError, LocalNode, MemberInfo, Membership, Stats, StreamFailure};
 
@@ -39,14 +37,10 @@ pub struct Options {
     pub meta: Vec<u8>,
     /// Cluster label (empty for none).
     pub label: Label,
-    /// Encryption keys, primary first; empty for no encryption. Not allowed together with
-    /// [`keyring_file`](Self::keyring_file).
+    /// Encryption keys, primary first; empty for no encryption. Later keyrings arrive
+    /// through [`Memberlist::set_keyring`] (a keyring file is the caller's to watch, e.g.
+    /// with [`watch_keyring_file`](crate::watch_keyring_file)).
     pub keys: Vec<SecretKey>,
-    /// A keyring file (JSON array of base64 keys, primary first), read at start and applied
-    /// again whenever its contents change.
-    pub keyring_file: Option<PathBuf>,
-    /// How often to look at the keyring file.
-    pub keyring_poll: Duration,
     /// Seed for the engine's randomness; `None` takes one from the OS.
     pub seed: Option<[u8; 32]>,
 }
@@ -62,8 +56,6 @@ impl Options {
             meta: Vec::new(),
             label: Label::default(),
             keys: Vec::new(),
-            keyring_file: None,
-            keyring_poll: Duration::from_secs(1),
             seed: None,
         }
     }
@@ -76,13 +68,6 @@ pub enum Event {
     /// An engine event (joins, updates, suspicions, deaths, leaves, user messages, …).
     /// `PingComplete` is not forwarded: it fires on every probe.
     Gossip(vigil_gossip::Event),
-    /// The keyring file changed and its keys are now in force.
-    KeyringReloaded {
-        /// Number of keys.
-        keys: usize,
-    },
-    /// The keyring file changed but could not be used; the previous keys stay in force.
-    KeyringRejected(KeyringFileError),
 }
 
 /// The stream of [`Event`]s from one node. Unbounded: read it, or drop it.
@@ -117,9 +102,10 @@ pub struct NetStats {
     pub streams_failed: u64,
     /// Of those, refused connections (reported to the engine as strong evidence).
     pub streams_refused: u64,
-    /// Keyring file reloads applied.
+    /// Keyrings applied whole with [`Memberlist::set_keyring`].
     pub keyring_reloads: u64,
-    /// Keyring file contents rejected.
+    /// Keyrings [`Memberlist::set_keyring`] refused (a caller that watches a keyring file may
+    /// add the file contents it rejected before they got here).
     pub keyring_errors: u64,
     /// Lifeguard's local health score.
     pub health_score: usize,
@@ -190,22 +176,7 @@ impl Memberlist {
             }
             None => local_addr,
         };
-        let mut keys = options.keys.clone();
-        let mut watch = None;
-        if let Some(path) = &options.keyring_file {
-            if !keys.is_empty() {
-                return Err(Error::Options(
-                    "give either keys or a keyring file, not both".into(),
-                ));
-            }
-            keys = read_keyring_file(path)?;
-            watch = Some(KeyringWatch {
-                path: path.clone(),
-                seen: file_stamp(path),
-                text: std::fs::read_to_string(path).ok(),
-            });
-        }
-        let mut keys = keys.into_iter();
+        let mut keys = options.keys.clone().into_iter();
         let keyring = match keys.next() {
             Some(primary) => Keyring::new(primary, keys),
             None => Keyring::default(),
@@ -251,8 +222,6 @@ impl Memberlist {
             inbound: Arc::new(Semaphore::new(MAX_INBOUND_STREAMS)),
             joins: Vec::new(),
             leaves: Vec::new(),
-            watch,
-            keyring_poll: options.keyring_poll.max(Duration::from_millis(10)),
             counters: NetStats::default(),
         };
         let task = tokio::spawn(driver.run());
@@ -397,17 +366,6 @@ impl Memberlist {
     }
 }
 
-struct KeyringWatch {
-    path: PathBuf,
-    seen: Option<(SystemTime, u64)>,
-    text: Option<String>,
-}
-
-fn file_stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().ok()?, m.len()))
-}
-
 struct PendingJoin {
     waiting: Vec<SocketAddr>,
     ok: usize,
@@ -426,8 +384,6 @@ struct Driver {
     inbound: Arc<Semaphore>,
     joins: Vec<PendingJoin>,
     leaves: Vec<oneshot::Sender<()>>,
-    watch: Option<KeyringWatch>,
-    keyring_poll: Duration,
     counters: NetStats,
 }
 
@@ -438,8 +394,6 @@ fn now() -> std::time::Instant {
 impl Driver {
     async fn run(mut self) {
         let mut buf = vec![0u8; 65_536];
-        let mut keyring_tick = tokio::time::interval(self.keyring_poll);
-        keyring_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             self.drain().await;
             let deadline = self.engine.poll_timeout().map(Instant::from_std);
@@ -468,7 +422,6 @@ impl Driver {
                     None | Some(Command::Shutdown) => break,
                     Some(cmd) => self.on_command(cmd),
                 },
-                _ = keyring_tick.tick(), if self.watch.is_some() => self.check_keyring_file(),
                 Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
                 () = sleep => {}
             }
@@ -631,9 +584,11 @@ impl Driver {
             }
             Command::SetKeyring(keys, reply) => {
                 let result = if keys.is_empty() {
+                    self.counters.keyring_errors += 1;
                     Err(KeyringError::Empty)
                 } else {
                     self.apply_keys(&keys);
+                    self.counters.keyring_reloads += 1;
                     Ok(())
                 };
                 let _ = reply.send(result);
@@ -653,47 +608,6 @@ impl Driver {
                 let _ = reply.send(s);
             }
             Command::Shutdown => {}
-        }
-    }
-
-    fn check_keyring_file(&mut self) {
-        let Some(watch) = &mut self.watch else {
-            return;
-        };
-        let stamp = file_stamp(&watch.path);
-        if stamp == watch.seen {
-            return;
-        }
-        watch.seen = stamp;
-        let text = match std::fs::read_to_string(&watch.path) {
-            Ok(t) => t,
-            Err(e) => {
-                let err = KeyringFileError::Read {
-                    path: watch.path.clone(),
-                    reason: e.to_string(),
-                };
-                self.counters.keyring_errors += 1;
-                let _ = self.events.send(Event::KeyringRejected(err));
-                return;
-            }
-        };
-        if watch.text.as_deref() == Some(text.as_str()) {
-            return;
-        }
-        let parsed = parse_keyring(&watch.path, &text);
-        watch.text = Some(text);
-        match parsed {
-            Ok(keys) => {
-                self.apply_keys(&keys);
-                self.counters.keyring_reloads += 1;
-                let _ = self
-                    .events
-                    .send(Event::KeyringReloaded { keys: keys.len() });
-            }
-            Err(err) => {
-                self.counters.keyring_errors += 1;
-                let _ = self.events.send(Event::KeyringRejected(err));
-            }
         }
     }
 

@@ -9,8 +9,7 @@
 //!   served by a small task that hands the bytes read so far to the engine and writes its reply;
 //! - outgoing TCP exchanges the engine asked for, each bounded by the engine's deadline;
 //! - commands from [`Memberlist`] handles;
-//! - the engine's next deadline, checked against the clock rather than trusted to the timer;
-//! - a poll of the keyring file, if one is configured, applied when its contents change.
+//! - the engine's next deadline, checked against the clock rather than trusted to the timer.
 //!
 //! After every input the driver drains the engine's datagrams, stream requests and events.
 //! A refused TCP connection and an ICMP port-unreachable answer to a datagram (read from the

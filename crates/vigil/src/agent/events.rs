@@ -15,6 +15,8 @@ pub(super) struct EventCounts {
     pub(super) members: MemberEventCounts,
     /// User messages received.
     pub(super) user_messages: u64,
+    /// Keyring file contents that could not be used (added to the driver's refusals).
+    pub(super) keyring_file_errors: u64,
 }
 
 /// Writes one event line.
@@ -53,16 +55,7 @@ pub(super) fn member_json(m: &MemberInfo) -> Value {
 /// Prints a driver event and counts it.
 pub(super) fn print_event(ev: Event, counts: &mut EventCounts) {
     use vigil_gossip::Event as E;
-    let ev = match ev {
-        Event::Gossip(e) => e,
-        Event::KeyringReloaded { keys } => {
-            return emit("keyring_reloaded", json!({ "keys": keys }));
-        }
-        Event::KeyringRejected(e) => {
-            return emit("keyring_rejected", json!({ "error": e.to_string() }));
-        }
-        _ => return,
-    };
+    let Event::Gossip(ev) = ev else { return };
     if let Some(kind) = MemberEvent::of(&ev) {
         counts.members.record(kind);
     }

@@ -2,10 +2,11 @@
 //!
 //! It joins a memberlist cluster (Go or vigil nodes), prints every membership event as a JSON
 //! line on stdout ([`events`]), and serves an HTTP endpoint on the shared server
-//! ([`routes`]). When `shutdown` completes it leaves gracefully (bounded by the leave timeout)
-//! and returns. `cmd::agent` parses the command line and turns signals into `shutdown`.
+//! ([`routes`]). A keyring file is watched here and applied as data ([`keyring`]). When
+//! `shutdown` completes it leaves gracefully (bounded by the leave timeout) and returns. `cmd::agent` parses the command line and turns signals into `shutdown`.
 
 mod events;
+mod keyring;
 mod routes;
 mod settings;
 
@@ -15,16 +16,28 @@ use events::{EventCounts, emit, print_event};
 use serde_json::json;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::net::TcpListener;
-use vigil_gossip_net::Memberlist;
+use vigil_gossip_net::{Memberlist, watch_keyring_file};
 use vigil_observe::Guard;
 
 /// Runs the agent until `shutdown` completes or the gossip driver stops.
-pub async fn run(s: Settings, shutdown: impl Future<Output = ()>) -> Result<(), String> {
+pub async fn run(mut s: Settings, shutdown: impl Future<Output = ()>) -> Result<(), String> {
+    let keyrings = match &s.keyring_file {
+        Some(path) => {
+            let (keys, changes) =
+                watch_keyring_file(path.clone(), KEYRING_POLL).map_err(|e| e.to_string())?;
+            s.options.keys = keys;
+            Some(changes)
+        }
+        None => None,
+    };
     let (ml, mut events) = Memberlist::start(s.options)
         .await
         .map_err(|e| e.to_string())?;
     let counts = Arc::new(Mutex::new(EventCounts::default()));
+    let keyring_task = keyrings
+        .map(|changes| tokio::spawn(keyring::apply_changes(ml.clone(), changes, counts.clone())));
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin = match s.admin {
         Some(addr) => {
@@ -66,6 +79,9 @@ pub async fn run(s: Settings, shutdown: impl Future<Output = ()>) -> Result<(), 
             () = &mut shutdown => break,
         }
     }
+    if let Some(task) = keyring_task {
+        task.abort();
+    }
     emit("leaving", json!({}));
     let _ = ml.leave(s.leave_timeout).await;
     let _ = stop_http.send(());
@@ -74,8 +90,11 @@ pub async fn run(s: Settings, shutdown: impl Future<Output = ()>) -> Result<(), 
     Ok(())
 }
 
+/// How often the keyring file is looked at for changes.
+const KEYRING_POLL: Duration = Duration::from_secs(1);
+
 /// Joins through `seeds`; with `retry`, tries again after that long until one answers.
-async fn join_loop(ml: Memberlist, seeds: Vec<String>, retry: Option<std::time::Duration>) {
+async fn join_loop(ml: Memberlist, seeds: Vec<String>, retry: Option<Duration>) {
     loop {
         match ml.join(&seeds).await {
             Ok(n) => return emit("joined", json!({ "n": n })),

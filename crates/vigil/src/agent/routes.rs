@@ -94,8 +94,9 @@ async fn members(State(s): State<AgentState>) -> Result<Response, Failure> {
 
 async fn metrics(State(s): State<AgentState>) -> Result<Response, Failure> {
     let members = s.ml.members().await.map_err(unavailable)?;
-    let stats = s.ml.stats().await.map_err(unavailable)?;
+    let mut stats = s.ml.stats().await.map_err(unavailable)?;
     let counts = *s.counts.lock().unwrap_or_else(PoisonError::into_inner);
+    stats.keyring_errors += counts.keyring_file_errors;
     let gossip = GossipMetrics {
         stats: Some(stats),
         members: MemberCounts::of(&members),

@@ -120,8 +120,10 @@ struct FileConfig {
 
 /// The agent's settings after merging the file and the flags.
 pub struct Settings {
-    /// The gossip member's options.
+    /// The gossip member's options (`keys` empty when a keyring file is given).
     pub options: Options,
+    /// The keyring file, watched by the agent and applied with `Memberlist::set_keyring`.
+    pub keyring_file: Option<PathBuf>,
     /// Nodes to join through.
     pub seeds: Vec<String>,
     /// Where to serve HTTP, if anywhere.
@@ -185,8 +187,8 @@ impl Settings {
                 .keys
                 .push(parse_key(k).map_err(|e| format!("--key #{}: {e}", i + 1))?);
         }
-        options.keyring_file = args.keyring_file.or(file.keyring_file);
-        if let Some(path) = &options.keyring_file {
+        let keyring_file = args.keyring_file.or(file.keyring_file);
+        if let Some(path) = &keyring_file {
             if !options.keys.is_empty() {
                 return Err("give either --key or --keyring-file, not both".into());
             }
@@ -215,6 +217,7 @@ impl Settings {
         };
         Ok(Self {
             options,
+            keyring_file,
             seeds,
             admin,
             admin_token,
