@@ -332,11 +332,7 @@ impl<S: StatusSink> Runner<S> {
             }
             _ => return,
         };
-        if let Event::Gossip(g) = &event
-            && let Some(counted) = vigil_observe::metrics::MemberEvent::of(g)
-        {
-            self.lock().member_events.record(counted);
-        }
+        self.lock().member_events.record(kind);
         let view = self.members().await;
         core.handle_members(now(), Some(kind), view);
     }

@@ -5,6 +5,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use vigil_gossip::{MemberInfo, MemberState};
 use vigil_gossip_net::NetStats;
+use vigil_speaker_core::core::MemberEventKind;
 
 /// What the gossip member exports.
 #[derive(Debug, Clone, Default)]
@@ -55,75 +56,18 @@ impl MemberCounts {
     }
 }
 
-/// A membership event, as counted in `vigil_gossip_member_events_total{event}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MemberEvent {
-    /// A member joined.
-    Join,
-    /// A member's metadata changed.
-    Update,
-    /// A member was suspected.
-    Suspect,
-    /// A suspected member refuted (label `alive`, the gossip event's name).
-    Refuted,
-    /// A member was declared dead.
-    Dead,
-    /// A member left.
-    Left,
-}
-
-impl MemberEvent {
-    /// Every kind, in the order exported.
-    pub const ALL: [Self; 6] = [
-        Self::Join,
-        Self::Update,
-        Self::Suspect,
-        Self::Refuted,
-        Self::Dead,
-        Self::Left,
-    ];
-
-    /// The kind of a gossip event, if it is a membership event.
-    pub fn of(event: &vigil_gossip::Event) -> Option<Self> {
-        use vigil_gossip::Event as E;
-        Some(match event {
-            E::Join(_) => Self::Join,
-            E::Update(_) => Self::Update,
-            E::Suspect { .. } => Self::Suspect,
-            E::Refuted(_) => Self::Refuted,
-            E::Dead(_) => Self::Dead,
-            E::Left(_) => Self::Left,
-            _ => return None,
-        })
-    }
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Join => "join",
-            Self::Update => "update",
-            Self::Suspect => "suspect",
-            Self::Refuted => "alive",
-            Self::Dead => "dead",
-            Self::Left => "left",
-        }
-    }
-}
-
-label_value!(MemberEvent);
-
 /// Membership events seen, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemberEventCounts([u64; 6]);
 
 impl MemberEventCounts {
     /// Counts one event.
-    pub fn record(&mut self, event: MemberEvent) {
+    pub fn record(&mut self, event: MemberEventKind) {
         self.0[event as usize] += 1;
     }
 
     /// How many of `event` were seen.
-    pub fn get(&self, event: MemberEvent) -> u64 {
+    pub fn get(&self, event: MemberEventKind) -> u64 {
         self.0[event as usize]
     }
 }
@@ -156,7 +100,7 @@ struct ByState {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ByEvent {
-    event: MemberEvent,
+    event: &'static str,
 }
 
 impl Collector for GossipMetrics {
@@ -178,7 +122,14 @@ impl Collector for GossipMetrics {
             &mut enc,
             "vigil_gossip_member_events",
             "Membership events seen, by kind (alive: a suspected member refuted).",
-            MemberEvent::ALL.map(|event| (ByEvent { event }, self.events.get(event))),
+            MemberEventKind::ALL.map(|kind| {
+                (
+                    ByEvent {
+                        event: kind.as_str(),
+                    },
+                    self.events.get(kind),
+                )
+            }),
         )?;
         let Some(s) = &self.stats else {
             return Ok(());

@@ -22,9 +22,10 @@ mod l2;
 mod speaker;
 
 pub use election::ElectionMetrics;
-pub use gossip::{GossipMetrics, MemberCounts, MemberEvent, MemberEventCounts};
+pub use gossip::{GossipMetrics, MemberCounts, MemberEventCounts};
 pub use l2::L2Metrics;
 pub use speaker::{LocalAddressMetrics, SpeakerMetrics};
+pub use vigil_speaker_core::core::MemberEventKind;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};

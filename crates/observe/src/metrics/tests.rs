@@ -129,9 +129,9 @@ fn everything() -> Scrape {
         dead: 0,
         left: 2,
     };
-    gossip.events.record(MemberEvent::Join);
-    gossip.events.record(MemberEvent::Join);
-    gossip.events.record(MemberEvent::Refuted);
+    gossip.events.record(MemberEventKind::Join);
+    gossip.events.record(MemberEventKind::Join);
+    gossip.events.record(MemberEventKind::Refuted);
 
     let vip = "198.18.0.100".parse().unwrap();
     let gone = "198.18.0.9".parse().unwrap();
@@ -341,11 +341,11 @@ fn the_local_address_series_exist_only_when_the_device_is_configured() {
 
 #[test]
 fn membership_events_are_classified_from_gossip_events() {
-    let refuted = MemberEvent::of(&vigil_gossip::Event::LeaveComplete);
+    let refuted = MemberEventKind::of(&vigil_gossip::Event::LeaveComplete);
     assert_eq!(refuted, None);
     let mut counts = MemberEventCounts::default();
-    for e in MemberEvent::ALL {
+    for e in MemberEventKind::ALL {
         counts.record(e);
     }
-    assert!(MemberEvent::ALL.iter().all(|e| counts.get(*e) == 1));
+    assert!(MemberEventKind::ALL.iter().all(|e| counts.get(*e) == 1));
 }

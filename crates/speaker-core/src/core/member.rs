@@ -87,6 +87,20 @@ impl MemberEventKind {
         Self::Left,
     ];
 
+    /// The kind of a gossip event, if it is a membership event.
+    pub fn of(event: &vigil_gossip::Event) -> Option<Self> {
+        use vigil_gossip::Event as E;
+        Some(match event {
+            E::Join(_) => Self::Join,
+            E::Update(_) => Self::Update,
+            E::Suspect { .. } => Self::Suspect,
+            E::Refuted(_) => Self::Refuted,
+            E::Dead(_) => Self::Dead,
+            E::Left(_) => Self::Left,
+            _ => return None,
+        })
+    }
+
     /// The name in logs and metric labels (`alive` for a refutation, MetalLB's wording).
     pub fn as_str(self) -> &'static str {
         match self {

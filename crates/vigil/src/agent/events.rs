@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::SystemTime;
 use vigil_gossip::{MemberInfo, MemberState};
 use vigil_gossip_net::Event;
-use vigil_observe::metrics::{MemberEvent, MemberEventCounts};
+use vigil_observe::metrics::{MemberEventCounts, MemberEventKind};
 
 /// Counts the agent keeps from events for `/metrics` (the engine counts the rest).
 #[derive(Debug, Default, Clone, Copy)]
@@ -56,7 +56,7 @@ pub(super) fn member_json(m: &MemberInfo) -> Value {
 pub(super) fn print_event(ev: Event, counts: &mut EventCounts) {
     use vigil_gossip::Event as E;
     let Event::Gossip(ev) = ev else { return };
-    if let Some(kind) = MemberEvent::of(&ev) {
+    if let Some(kind) = MemberEventKind::of(&ev) {
         counts.members.record(kind);
     }
     match ev {
