@@ -1,5 +1,6 @@
-//! Finding the `vigil-testenv` binary: from `VIGIL_GO_BIN_DIR` (set by `scripts/test.sh`),
-//! else built once per test process through `conformance/build.sh testenv`.
+//! Finding the Go programs the tests run (`vigil-testenv`, MetalLB's speaker and controller):
+//! from `VIGIL_GO_BIN_DIR` (set by `scripts/test.sh`), else built once per test process through
+//! `conformance/build.sh <target>`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -13,49 +14,65 @@ pub const TESTENV_BIN: &str = "vigil-testenv";
 /// Tests run in parallel threads; the build runs at most once per process.
 pub fn testenv_binary(test: &str) -> Option<PathBuf> {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match FOUND.get_or_init(find) {
-        Ok(path) => Some(path.clone()),
+    let found =
+        FOUND.get_or_init(|| go_bin_dir("testenv", &[TESTENV_BIN]).map(|d| d.join(TESTENV_BIN)));
+    found_or_skip(test, "vigil-testenv", found).cloned()
+}
+
+/// `Some` for a program found; `None` with a note when not (the caller skips), or a panic under
+/// `VIGIL_REQUIRE_GO=1`, naming the test and why.
+pub(crate) fn found_or_skip<'a, T>(
+    test: &str,
+    what: &str,
+    found: &'a Result<T, String>,
+) -> Option<&'a T> {
+    match found {
+        Ok(found) => Some(found),
         Err(why) => {
             assert!(
                 std::env::var("VIGIL_REQUIRE_GO").as_deref() != Ok("1"),
-                "{test}: VIGIL_REQUIRE_GO=1 but vigil-testenv is unavailable: {why}"
+                "{test}: VIGIL_REQUIRE_GO=1 but {what} is unavailable: {why}"
             );
-            eprintln!("skipping {test}: vigil-testenv unavailable: {why}");
+            eprintln!("skipping {test}: {what} unavailable: {why}");
             None
         }
     }
 }
 
-fn find() -> Result<PathBuf, String> {
-    if let Some(dir) = std::env::var_os("VIGIL_GO_BIN_DIR") {
-        let bin = Path::new(&dir).join(TESTENV_BIN);
-        if bin.is_file() {
-            return Ok(bin);
-        }
+/// The Go bin directory holding every file in `wanted`: `VIGIL_GO_BIN_DIR` if it has them, else
+/// the one `conformance/build.sh <target>` prints after building them.
+pub(crate) fn go_bin_dir(target: &str, wanted: &[&str]) -> Result<PathBuf, String> {
+    let complete = |dir: &Path| wanted.iter().all(|name| dir.join(name).is_file());
+    if let Some(dir) = std::env::var_os("VIGIL_GO_BIN_DIR").map(PathBuf::from)
+        && complete(&dir)
+    {
+        return Ok(dir);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance/build.sh");
     // The build prints its progress on stderr (left to the terminal: a cold build takes
     // minutes) and the bin directory as the last line of stdout.
     let out = Command::new("bash")
         .arg(&script)
-        .arg("testenv")
+        .arg(target)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("{}: {e}", script.display()))?;
     if !out.status.success() {
         return Err(format!(
-            "{} testenv failed ({})",
+            "{} {target} failed ({})",
             script.display(),
             out.status
         ));
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let dir = stdout.lines().last().unwrap_or_default().trim();
-    let bin = Path::new(dir).join(TESTENV_BIN);
-    if bin.is_file() {
-        Ok(bin)
+    let dir = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    if complete(&dir) {
+        Ok(dir)
     } else {
-        Err(format!("{} missing after the build", bin.display()))
+        Err(format!(
+            "{} lacks {wanted:?} after the build",
+            dir.display()
+        ))
     }
 }

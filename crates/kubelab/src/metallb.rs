@@ -40,6 +40,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::KubeLab;
+use crate::binary::{found_or_skip, go_bin_dir};
 use crate::control_plane::{ControlPlane, StaticToken};
 use crate::error::Error;
 use crate::fixtures::{TestNode, TestPod, create_node, create_pod, ensure_namespace};
@@ -123,54 +124,13 @@ pub struct MetalLbBinaries {
 /// works, a panic instead under `VIGIL_REQUIRE_GO=1`.
 pub fn metallb_binaries(test: &str) -> Option<MetalLbBinaries> {
     static FOUND: OnceLock<Result<MetalLbBinaries, String>> = OnceLock::new();
-    match FOUND.get_or_init(find_binaries) {
-        Ok(bins) => Some(bins.clone()),
-        Err(why) => {
-            assert!(
-                std::env::var("VIGIL_REQUIRE_GO").as_deref() != Ok("1"),
-                "{test}: VIGIL_REQUIRE_GO=1 but MetalLB is unavailable: {why}"
-            );
-            eprintln!("skipping {test}: MetalLB unavailable: {why}");
-            None
-        }
-    }
-}
-
-fn binaries_in(dir: &Path) -> Option<MetalLbBinaries> {
-    let bins = MetalLbBinaries {
-        speaker: dir.join(SPEAKER_BIN),
-        controller: dir.join(CONTROLLER_BIN),
-    };
-    (bins.speaker.is_file() && bins.controller.is_file()).then_some(bins)
-}
-
-fn find_binaries() -> Result<MetalLbBinaries, String> {
-    if let Some(bins) =
-        std::env::var_os("VIGIL_GO_BIN_DIR").and_then(|d| binaries_in(Path::new(&d)))
-    {
-        return Ok(bins);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance/build.sh");
-    // Progress goes to the terminal (a cold build takes minutes); the last stdout line is the
-    // bin directory.
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("metallb")
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("{}: {e}", script.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} metallb failed ({})",
-            script.display(),
-            out.status
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let dir = stdout.lines().last().unwrap_or_default().trim();
-    binaries_in(Path::new(dir))
-        .ok_or_else(|| format!("no MetalLB binaries in {dir} after the build"))
+    let found = FOUND.get_or_init(|| {
+        go_bin_dir("metallb", &[SPEAKER_BIN, CONTROLLER_BIN]).map(|dir| MetalLbBinaries {
+            speaker: dir.join(SPEAKER_BIN),
+            controller: dir.join(CONTROLLER_BIN),
+        })
+    });
+    found_or_skip(test, "MetalLB", found).cloned()
 }
 
 /// The memberlist secret every speaker of a cluster shares: the bytes of the `secretkey` file
