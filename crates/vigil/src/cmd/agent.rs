@@ -27,7 +27,7 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let result = rt.block_on(async {
-        let signals = terminate_or_interrupt().map_err(|e| format!("signals: {e}"))?;
+        let signals = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
         crate::agent::run(settings, signals).await
     });
     match result {
@@ -37,17 +37,4 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A future that completes on the first SIGTERM or SIGINT (handlers installed now).
-fn terminate_or_interrupt() -> std::io::Result<impl Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
 }

@@ -47,7 +47,7 @@ pub fn run(args: Args) -> ExitCode {
         Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
     };
     let controller = async move {
-        let shutdown = super::speaker::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+        let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
         let client = super::speaker::kube_client(args.kubeconfig.as_deref()).await?;
         vigil_controller::run(settings, client, shutdown)
             .await

@@ -10,6 +10,22 @@ pub mod standalone;
 pub mod status;
 
 use core::time::Duration;
+use std::future::Future;
+
+/// The daemons' shutdown: a future that completes on the first SIGTERM or SIGINT (the handlers
+/// are installed now, before the daemon starts). Signals belong to `main`; the libraries only
+/// see the future.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
 
 /// Parses a duration with humantime: one word such as `250ms`, `1.5s`, `10m`, `100us`, `2h`
 /// or `1m30s` (a bare number is seconds). Spaces are refused so that a value is one token on a

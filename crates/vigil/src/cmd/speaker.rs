@@ -4,7 +4,6 @@
 //! SIGTERM or SIGINT is the shutdown (hand over, leave).
 
 use clap::{Args as ClapArgs, Parser};
-use std::future::Future;
 use std::process::ExitCode;
 use std::time::Duration;
 use vigil_gossip::Profile;
@@ -110,19 +109,6 @@ pub(crate) async fn kube_client(
     kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))
 }
 
-/// SIGTERM or SIGINT.
-pub(crate) fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
-}
-
 fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
     eprintln!("vigil speaker: {e}");
     ExitCode::from(code)
@@ -149,7 +135,7 @@ fn static_settings(settings: &SpeakerSettings, vigil: &VigilOptions) -> Option<S
 }
 
 async fn speak(settings: SpeakerSettings, statics: StaticSettings) -> Result<(), String> {
-    let shutdown = shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+    let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
     let mut shutdown = std::pin::pin!(shutdown);
     let client = kube_client(settings.kubeconfig.as_deref()).await?;
     let shared = vigil_k8s::source::Shared::default();

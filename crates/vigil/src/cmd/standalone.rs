@@ -83,7 +83,7 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let speaker = async move {
-        let shutdown = shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+        let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
         vigil_standalone::run(args.config, config, default_name, shutdown).await
     };
     match runtime.block_on(speaker) {
@@ -94,17 +94,4 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// SIGTERM or SIGINT: the speaker hands over, leaves and stops.
-fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
 }
