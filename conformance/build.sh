@@ -17,7 +17,8 @@
 #   --check                          also gofmt and go vet our Go code
 #
 # Targets: conformance (vigil-conformance, vigil-gopeer on 0.2.2), gopeer-0.5.1, gopeer-0.7.0,
-# testenv, metallb, metallb-alloc (MetalLB's allocator behind a probe).
+# testenv, metallb, metallb-alloc (MetalLB's allocator behind a probe), kubectl, helm (the
+# clients the deploy tests run over deploy/kubernetes and deploy/helm).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +33,7 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
-all_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 testenv metallb metallb-alloc)
+all_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 testenv metallb metallb-alloc kubectl helm)
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
 die() {
@@ -355,6 +356,71 @@ build_metallb_alloc() {
     )
 }
 
+# --- kubectl: the Kubernetes client, from the published k8s.io/kubectl module ------------------
+#
+# conformance/kubectl/ is a build module of ours with a five-line main over
+# k8s.io/kubectl/pkg/cmd (what k8s.io/kubernetes/cmd/kubectl does, without pulling the whole
+# kubernetes module into the build). Its go.mod was seeded with vigil-testenv's dependency
+# versions, so most of the ~1,000 packages it compiles (client-go, apimachinery, ...) are the
+# same build-cache entries as testenv's. The tests use it for `kubectl kustomize` and
+# `kubectl apply --server-side --dry-run=server`. Static, stripped; -mod=readonly.
+build_kubectl() {
+    local modsrc="$here/kubectl" out="$bindir/kubectl"
+    [ -f "$modsrc/go.mod" ] && [ -f "$modsrc/go.sum" ] || die "kubectl: $modsrc/go.mod or go.sum missing"
+    module_env
+    if [ "$check" = 0 ] && up_to_date "$out" "$here/build.sh" "$modsrc"; then
+        say "kubectl: up to date"
+        return 0
+    fi
+    local version
+    version="$(sed -n 's/^[[:space:]]*k8s\.io\/kubectl \(v[^ ]*\).*/\1/p' "$modsrc/go.mod")"
+    (
+        cd "$modsrc"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ]; then
+            timed "kubectl: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+        fi
+        export GOFLAGS=-mod=readonly CGO_ENABLED=0
+        if [ "$check" = 1 ]; then
+            local unformatted
+            unformatted="$("${GO%/go}/gofmt" -l .)"
+            [ -z "$unformatted" ] || die "kubectl: not gofmt-formatted: $unformatted"
+            "$GO" vet . >&2 || die "kubectl: go vet failed"
+        fi
+        # kubectl's `version` reports the client version from component-base's stamps.
+        local pkg=k8s.io/component-base/version
+        timed "kubectl: kubectl (Go $("$GO" env GOVERSION), k8s.io/kubectl $version)" \
+            "$GO" build -trimpath -ldflags="-s -w -X $pkg.gitVersion=${version/v0./v1.}" -o "$out" . >&2
+    )
+}
+
+# --- helm: Helm 3's client, from the module proxy ---------------------------------------------
+#
+# conformance/helm/ is a build module of ours naming helm.sh/helm/v3/cmd/helm as a tool; go.sum
+# pins every dependency (its k8s.io modules raised from Helm's v0.37.0 to v0.37.2, the patch
+# release vigil-testenv and kubectl use, so the build cache is shared). No Helm code is in the
+# repo. The tests use it for `helm template` and `helm lint` over deploy/helm/vigil.
+build_helm() {
+    local modsrc="$here/helm" out="$bindir/helm"
+    [ -f "$modsrc/go.mod" ] && [ -f "$modsrc/go.sum" ] || die "helm: $modsrc/go.mod or go.sum missing"
+    module_env
+    if [ "$check" = 0 ] && up_to_date "$out" "$here/build.sh" "$modsrc"; then
+        say "helm: up to date"
+        return 0
+    fi
+    local version
+    version="$(sed -n 's/^[[:space:]]*helm\.sh\/helm\/v3 \(v[^ ]*\).*/\1/p' "$modsrc/go.mod")"
+    (
+        cd "$modsrc"
+        if [ "${VIGIL_GO_TIDY:-0}" = 1 ]; then
+            timed "helm: go mod tidy (writes $modsrc/go.mod, go.sum)" "$GO" mod tidy >&2
+        fi
+        export GOFLAGS=-mod=readonly CGO_ENABLED=0
+        timed "helm: helm (Go $("$GO" env GOVERSION), Helm $version)" \
+            "$GO" build -trimpath -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$version" \
+            -o "$out" helm.sh/helm/v3/cmd/helm >&2
+    )
+}
+
 mkdir -p "$bindir"
 for t in "${targets[@]}"; do
     case "$t" in
@@ -364,6 +430,8 @@ for t in "${targets[@]}"; do
         testenv) build_testenv ;;
         metallb) build_metallb ;;
         metallb-alloc) build_metallb_alloc ;;
+        kubectl) build_kubectl ;;
+        helm) build_helm ;;
         *) die "unknown target '$t' (known: ${all_targets[*]})" ;;
     esac
 done
