@@ -39,7 +39,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tracing::{info, warn};
 use vigil_gossip::wire::SecretKey;
-use vigil_speaker::model::{DesiredState, ServiceSpec};
+use vigil_speaker::model::{DesiredState, ServiceSpec, SharedVips};
 use vigil_speaker::observe::SourceCounters;
 use vigil_speaker::{HealthReport, Source};
 
@@ -105,8 +105,9 @@ pub struct Stores {
 
 /// Maps what MetalLB decides onto the speaker core's snapshot: every handled Service
 /// becomes a [`ServiceSpec`] whose candidates are exactly MetalLB's eligible nodes (an empty
-/// set when a rule says nobody announces); seeds are the peers' addresses at the gossip port
-/// (this node's own left out).
+/// set when a rule says nobody announces), ranked by its preference scores and elected on
+/// its own even when it shares an IP ([`SharedVips::PerService`], as MetalLB); seeds are
+/// the peers' addresses at the gossip port (this node's own left out).
 pub fn desired_state(view: &NodeView, gossip_port: u16) -> DesiredState {
     let services = view
         .services
@@ -125,6 +126,7 @@ pub fn desired_state(view: &NodeView, gossip_port: u16) -> DesiredState {
                 Interfaces::All => None,
                 Interfaces::Only(set) => Some(set.clone()),
             },
+            preferences: a.preferences.clone(),
         })
         .collect();
     let mut seeds: Vec<String> = view
@@ -140,6 +142,7 @@ pub fn desired_state(view: &NodeView, gossip_port: u16) -> DesiredState {
         expected_members: None,
         seeds,
         labels: BTreeMap::new(),
+        shared_vips: SharedVips::PerService,
     }
 }
 

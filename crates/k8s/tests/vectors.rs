@@ -227,6 +227,18 @@ fn run(dir: &Path) -> Vec<String> {
                     mine.insert(svc.id.clone(), svc.vips.clone());
                 }
             }
+            // The running speaker decides through the speaker core, not `election`: it must
+            // announce exactly the same (service, VIP) pairs.
+            let by_core = core_announces(node, &view, &members);
+            let by_metallb: BTreeSet<(String, IpAddr)> = mine
+                .iter()
+                .flat_map(|(id, vips)| vips.iter().map(move |v| (id.clone(), *v)))
+                .collect();
+            if by_core != by_metallb {
+                fail(format!(
+                    "node {node}: the speaker core announces {by_core:?}, MetalLB's election {by_metallb:?}"
+                ));
+            }
             views.push(view);
         }
         for (id, want_svc) in &want.services {
@@ -312,6 +324,46 @@ fn run(dir: &Path) -> Vec<String> {
         }
     }
     failures
+}
+
+/// What the speaker core, fed the snapshot the Kubernetes source builds, announces on `node`
+/// once it has joined with every member alive.
+fn core_announces(
+    node: &str,
+    view: &vigil_k8s::NodeView,
+    members: &[String],
+) -> BTreeSet<(String, IpAddr)> {
+    use std::time::{Duration, Instant};
+    use vigil_speaker::core::{Member, MemberState, SpeakerCore};
+    use vigil_speaker::model::{GossipSettings, InterfaceSelection, StaticSettings};
+    let settings = StaticSettings {
+        node_name: node.into(),
+        gossip: GossipSettings {
+            bind: "198.18.0.1:7946".parse().unwrap(),
+            advertise: None,
+            profile: vigil_gossip::Profile::Fast,
+            label: String::new(),
+            rejoin_interval: Duration::from_secs(5),
+        },
+        interfaces: InterfaceSelection::default(),
+        local_address: None,
+        http_listen: None,
+        hold_down: None,
+        refresh: None,
+    };
+    let now = Instant::now();
+    let desired = vigil_k8s::source::desired_state(view, 7946);
+    let mut core = SpeakerCore::new(&settings, desired, now);
+    core.handle_first_join(
+        now,
+        members.iter().map(|m| Member {
+            name: m.clone(),
+            addr: "198.18.0.1:7946".parse().unwrap(),
+            state: MemberState::Alive,
+            meta: Default::default(),
+        }),
+    );
+    core.announced().into_iter().collect()
 }
 
 #[test]

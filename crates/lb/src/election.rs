@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-/// Options beyond MetalLB's election. The default is MetalLB's behaviour exactly.
+/// Options beyond MetalLB's election. The default is MetalLB's behaviour, except that
+/// services sharing a VIP are elected together unless [`Policy::per_service`] is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Policy {
     /// Rank members that announce they are in their fail-back hold-down after every settled
@@ -17,9 +18,15 @@ pub struct Policy {
     /// The split-brain guard: the number of members the cluster should have. A node that sees
     /// fewer than a majority of them live (itself included) announces nothing.
     pub expected_members: Option<usize>,
+    /// Elect every service on its own, keyed by its own first VIP, over its own candidates,
+    /// as MetalLB's speaker does: two services sharing an IP may then land on different
+    /// nodes, and both answer for it. `false`, vigil's standalone rule: services sharing
+    /// any VIP form one group, elected once over the candidates all of them admit.
+    pub per_service: bool,
 }
 
-/// One election unit: services that share any VIP, transitively. They all land on one node.
+/// One election unit: services that share any VIP, transitively (one service alone with
+/// [`Policy::per_service`]). They all land on one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
     /// The VIP whose Go spelling is hashed: the first VIP of the group's first service.
@@ -28,7 +35,8 @@ pub struct Group {
     pub services: Vec<String>,
     /// Every VIP of those services, each once, in first-seen order.
     pub vips: Vec<IpAddr>,
-    /// Live members every service admits, best first (settled before holding, then by hash).
+    /// Live members every service admits, best first (settled before holding, then by the
+    /// first service's preference score, then by hash).
     pub candidates: Vec<String>,
 }
 
@@ -60,7 +68,15 @@ pub fn rank<'a>(names: impl IntoIterator<Item = &'a str>, key: IpAddr) -> Vec<&'
 /// Elects an owner for every group of services. Pure: every speaker with the same view gets
 /// the same answer.
 pub fn elect(services: &[Service], nodes: &[NodeView], policy: &Policy) -> Vec<Group> {
-    group_services(services)
+    let groups = if policy.per_service {
+        (0..services.len())
+            .filter(|&i| !services[i].vips.is_empty())
+            .map(|i| vec![i])
+            .collect()
+    } else {
+        group_services(services)
+    };
+    groups
         .into_iter()
         .map(|members| {
             let group: Vec<&Service> = members.iter().map(|&i| &services[i]).collect();
@@ -76,15 +92,17 @@ pub fn elect(services: &[Service], nodes: &[NodeView], policy: &Policy) -> Vec<G
                 .filter(|n| n.live && group.iter().all(|s| s.admits(n)));
             let (holding, settled): (Vec<&NodeView>, Vec<&NodeView>) =
                 admitted.partition(|n| policy.hold_down && n.meta.holding);
-            let mut candidates: Vec<String> = rank(settled.iter().map(|n| n.name.as_str()), key)
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-            candidates.extend(
-                rank(holding.iter().map(|n| n.name.as_str()), key)
-                    .into_iter()
-                    .map(str::to_string),
-            );
+            // The group's first service speaks for it, as its first VIP is the key: services
+            // that share an IP share a pool and so the same advertisements and scores.
+            let preferences = &group[0].preferences;
+            let ordered = |nodes: &[&NodeView]| -> Vec<String> {
+                let mut names = rank(nodes.iter().map(|n| n.name.as_str()), key);
+                // Stable: equal scores keep the hash order (MetalLB's sortL2Candidates).
+                names.sort_by_key(|n| std::cmp::Reverse(preferences.get(*n).copied().unwrap_or(0)));
+                names.into_iter().map(str::to_string).collect()
+            };
+            let mut candidates = ordered(&settled);
+            candidates.extend(ordered(&holding));
             Group {
                 key,
                 services: group.iter().map(|s| s.name.clone()).collect(),

@@ -19,6 +19,10 @@ pub struct Service {
     /// Whether the service has a health check: then only nodes that do not list it as
     /// failing may answer.
     pub health_checked: bool,
+    /// Election preference per node, higher first, before the hash order: MetalLB's
+    /// `preferredNodeSelectors` score (the sum of the matching weights of every
+    /// L2Advertisement that applies). An absent node scores 0; empty: hash order alone.
+    pub preferences: BTreeMap<String, i64>,
 }
 
 impl Service {

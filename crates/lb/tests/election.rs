@@ -183,6 +183,34 @@ fn services_sharing_an_ip_land_on_one_node() {
     assert_eq!(groups[1].services, ["d"]);
 }
 
+/// MetalLB elects per service: two services sharing an IP with different candidates may be
+/// owned by different nodes (198.18.0.100's hash order is node-a, node-b, node-c).
+#[test]
+fn per_service_policy_elects_services_sharing_an_ip_apart() {
+    let mut http = svc("http", &["198.18.0.100"]);
+    http.nodes = Some(["node-b".to_string(), "node-c".to_string()].into());
+    let dns = svc("dns", &["198.18.0.100"]);
+    let nodes = live(&NODES[..3]);
+    let together = elect(&[http.clone(), dns.clone()], &nodes, &Policy::default());
+    assert_eq!(together.len(), 1);
+    assert_eq!(together[0].owner(), Some("node-b"));
+    let policy = Policy {
+        per_service: true,
+        ..Policy::default()
+    };
+    let apart = elect(&[http, dns], &nodes, &policy);
+    let owners: Vec<_> = apart
+        .iter()
+        .map(|g| (g.services[0].as_str(), g.owner()))
+        .collect();
+    assert_eq!(owners, [("http", Some("node-b")), ("dns", Some("node-a"))]);
+    assert!(
+        apart
+            .iter()
+            .all(|g| g.vips == ["198.18.0.100".parse::<IpAddr>().unwrap()])
+    );
+}
+
 #[test]
 fn hold_down_ranks_holding_members_last_but_never_leaves_a_vip_unowned() {
     let services = [svc("web", &["198.18.0.100"])];
@@ -209,6 +237,29 @@ fn hold_down_ranks_holding_members_last_but_never_leaves_a_vip_unowned() {
         n.meta.holding = true;
     }
     assert_eq!(elect(&services, &nodes, &policy)[0].owner(), Some("node-a"));
+}
+
+/// MetalLB's `preferredNodeSelectors`: the score sorts first, highest wins, the hash breaks
+/// ties (198.18.0.100's hash order is node-a, node-b, node-c); hold-down still ranks a
+/// holding member last whatever its score.
+#[test]
+fn preference_scores_sort_before_the_hash() {
+    let mut web = svc("web", &["198.18.0.100"]);
+    web.preferences = [("node-c".to_string(), 10), ("node-b".to_string(), 10)].into();
+    let mut nodes = live(&NODES[..3]);
+    let groups = elect(std::slice::from_ref(&web), &nodes, &Policy::default());
+    assert_eq!(groups[0].candidates, ["node-b", "node-c", "node-a"]);
+    web.preferences.insert("node-a".into(), -1);
+    web.preferences.insert("node-c".into(), 11);
+    let groups = elect(std::slice::from_ref(&web), &nodes, &Policy::default());
+    assert_eq!(groups[0].candidates, ["node-c", "node-b", "node-a"]);
+    nodes[2].meta.holding = true;
+    let policy = Policy {
+        hold_down: true,
+        ..Policy::default()
+    };
+    let groups = elect(std::slice::from_ref(&web), &nodes, &policy);
+    assert_eq!(groups[0].candidates, ["node-b", "node-a", "node-c"]);
 }
 
 #[test]

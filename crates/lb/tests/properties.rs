@@ -62,7 +62,7 @@ fn cluster() -> impl Strategy<Value = (Vec<NodeView>, Vec<Service>, bool)> {
 proptest! {
     #[test]
     fn one_announcer_per_group_and_every_vip_in_one_group((nodes, services, hold_down) in cluster()) {
-        let policy = Policy { hold_down, expected_members: None };
+        let policy = Policy { hold_down, ..Policy::default() };
         let groups = elect(&services, &nodes, &policy);
         // Every VIP lands in exactly one group.
         let mut seen = BTreeSet::new();
@@ -101,7 +101,7 @@ proptest! {
 
     #[test]
     fn input_order_does_not_change_owners((nodes, services, hold_down) in cluster()) {
-        let policy = Policy { hold_down, expected_members: None };
+        let policy = Policy { hold_down, ..Policy::default() };
         let mut reversed = nodes.clone();
         reversed.reverse();
         let a = elect(&services, &nodes, &policy);

@@ -142,6 +142,22 @@ pub struct DesiredState {
     pub seeds: Vec<String>,
     /// This node's labels, published in gossip metadata for services' node selectors.
     pub labels: BTreeMap<String, String>,
+    /// How services that share a VIP are elected.
+    pub shared_vips: SharedVips,
+}
+
+/// How services that share a VIP are elected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SharedVips {
+    /// Together, once, over the nodes every one of them admits: one owner answers for the
+    /// VIP (standalone mode).
+    #[default]
+    OneOwner,
+    /// Each service on its own, keyed by its own first VIP, as MetalLB's speaker does
+    /// (Kubernetes mode): services sharing an IP with different candidates (`Local`
+    /// services with endpoints on different nodes) may be owned by different nodes, and
+    /// then both answer for the IP.
+    PerService,
 }
 
 impl DesiredState {
@@ -188,6 +204,9 @@ pub struct ServiceSpec {
     pub health_checked: bool,
     /// Only announce on these interfaces; `None`: on every interface the selection allows.
     pub interfaces: Option<BTreeSet<String>>,
+    /// Election preference per node, higher first, before the hash order (MetalLB's
+    /// `preferredNodeSelectors` score in Kubernetes mode); absent nodes score 0.
+    pub preferences: BTreeMap<String, i64>,
 }
 
 impl ServiceSpec {
@@ -200,6 +219,7 @@ impl ServiceSpec {
             node_selector: BTreeMap::new(),
             health_checked: false,
             interfaces: None,
+            preferences: BTreeMap::new(),
         }
     }
 
@@ -211,6 +231,7 @@ impl ServiceSpec {
             nodes: self.nodes.clone(),
             node_selector: self.node_selector.clone(),
             health_checked: self.health_checked,
+            preferences: self.preferences.clone(),
         }
     }
 }

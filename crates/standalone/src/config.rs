@@ -415,11 +415,13 @@ impl Config {
                     node_selector: s.node_selector.clone(),
                     health_checked: s.health_check.is_some(),
                     interfaces: s.interfaces.clone(),
+                    preferences: Default::default(),
                 })
                 .collect(),
             expected_members: self.election.expected_members,
             seeds: self.gossip.seeds.clone(),
             labels: self.node.labels.clone(),
+            shared_vips: Default::default(),
         }
     }
 

@@ -4,7 +4,7 @@
 //! [`Change`]s into actions.
 
 use super::member::Member;
-use crate::model::DesiredState;
+use crate::model::{DesiredState, SharedVips};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use vigil_l2::{InterfaceSet, Vip};
@@ -18,6 +18,14 @@ pub(crate) enum Change {
         vip: IpAddr,
         services: Vec<String>,
         reason: String,
+    },
+    /// This node still owns the VIP, for other services: `added` are now announced from
+    /// here, `removed` no longer are (deleted, or, with per-service elections, owned
+    /// elsewhere).
+    Services {
+        vip: IpAddr,
+        added: Vec<String>,
+        removed: Vec<String>,
     },
     /// This node stopped owning the VIP.
     Released {
@@ -121,6 +129,7 @@ impl Election {
         Policy {
             hold_down: self.hold_down,
             expected_members: self.desired.expected_members,
+            per_service: self.desired.shared_vips == SharedVips::PerService,
         }
     }
 
@@ -159,15 +168,24 @@ impl Election {
             for &vip in &group.vips {
                 match verdict {
                     Verdict::Owner => {
-                        let services = by_vip.get(&vip).cloned().unwrap_or_default();
+                        // The group's services that use this VIP (with per-service
+                        // elections, other groups may own it for their services too).
+                        let mine = by_vip
+                            .get(&vip)
+                            .into_iter()
+                            .flatten()
+                            .filter(|s| group.services.contains(s))
+                            .cloned();
                         let interfaces = self.interfaces_for(vip);
-                        owned.insert(
-                            vip,
-                            Owned {
-                                services,
-                                interfaces,
-                            },
-                        );
+                        let entry = owned.entry(vip).or_insert(Owned {
+                            services: Vec::new(),
+                            interfaces,
+                        });
+                        for s in mine {
+                            if !entry.services.contains(&s) {
+                                entry.services.push(s);
+                            }
+                        }
                     }
                     Verdict::Standby { owner: Some(o) } => {
                         why_not.insert(vip, format!("{o} is first of the candidates"));
@@ -192,7 +210,27 @@ impl Election {
         let mut changes = Vec::new();
         for (vip, was) in &self.owned {
             match owned.get(vip) {
-                Some(now) if now.interfaces == was.interfaces => {}
+                Some(now) if now.interfaces == was.interfaces => {
+                    let added: Vec<String> = now
+                        .services
+                        .iter()
+                        .filter(|s| !was.services.contains(s))
+                        .cloned()
+                        .collect();
+                    let removed: Vec<String> = was
+                        .services
+                        .iter()
+                        .filter(|s| !now.services.contains(s))
+                        .cloned()
+                        .collect();
+                    if !added.is_empty() || !removed.is_empty() {
+                        changes.push(Change::Services {
+                            vip: *vip,
+                            added,
+                            removed,
+                        });
+                    }
+                }
                 Some(now) => changes.push(Change::Taken {
                     vip: *vip,
                     services: now.services.clone(),
@@ -307,7 +345,13 @@ impl Election {
             for &vip in &group.vips {
                 out.push(VipStatus {
                     vip,
-                    services: by_vip.get(&vip).cloned().unwrap_or_default(),
+                    services: by_vip
+                        .get(&vip)
+                        .into_iter()
+                        .flatten()
+                        .filter(|s| group.services.contains(s))
+                        .cloned()
+                        .collect(),
                     owner: group.owner().map(str::to_string),
                     announced_here: matches!(verdict, Verdict::Owner),
                     candidates: group.candidates.clone(),
@@ -372,7 +416,7 @@ mod tests {
             .iter()
             .filter_map(|c| match c {
                 Change::Taken { vip, .. } => Some(*vip),
-                Change::Released { .. } => None,
+                Change::Released { .. } | Change::Services { .. } => None,
             })
             .collect();
         assert!(taken.contains(&ip("198.18.0.100")));

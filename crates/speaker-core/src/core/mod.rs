@@ -577,6 +577,32 @@ impl SpeakerCore {
                         addresses.push(Action::HoldAddress(*vip));
                     }
                 }
+                Change::Services {
+                    vip,
+                    added,
+                    removed,
+                } => {
+                    // The VIP stays owned: notices only, for per-service status objects.
+                    if !added.is_empty() {
+                        self.actions.push_back(Action::Announced {
+                            vip: *vip,
+                            services: added.clone(),
+                            reason: "the VIP is owned here and these services now use it".into(),
+                            trigger,
+                        });
+                    }
+                    if !removed.is_empty() {
+                        self.actions.push_back(Action::Withdrawn {
+                            vip: *vip,
+                            services: removed.clone(),
+                            reason:
+                                "these services no longer use the VIP from here; it stays owned"
+                                    .into(),
+                            successor: None,
+                            trigger,
+                        });
+                    }
+                }
                 Change::Released {
                     vip,
                     services,

@@ -668,3 +668,67 @@ fn the_status_document_keeps_its_json_shape() {
     let back: Status = serde_json::from_value(json).unwrap();
     assert_eq!(back, core.status());
 }
+
+/// Kubernetes mode elects every service on its own (MetalLB): two services sharing a VIP
+/// may be owned by two nodes; a service joining or leaving a VIP this node keeps owning is
+/// a notice for that service alone, with the VIP untouched. 198.18.0.100's order is
+/// node-a, node-b, node-c.
+#[test]
+fn per_service_elections_share_a_vip_and_notice_service_changes() {
+    let vip = ip("198.18.0.100");
+    let spec = |dns_nodes: &[&str], with_http: bool| {
+        let mut http = ServiceSpec::new("http", [vip]);
+        http.nodes = Some(["node-b".to_string(), "node-c".to_string()].into());
+        let mut dns = ServiceSpec::new("dns", [vip]);
+        dns.nodes = Some(dns_nodes.iter().map(|n| n.to_string()).collect());
+        DesiredState {
+            services: if with_http {
+                vec![http, dns]
+            } else {
+                vec![dns]
+            },
+            shared_vips: crate::model::SharedVips::PerService,
+            ..DesiredState::default()
+        }
+    };
+    let now = Instant::now();
+    let mut cores: Vec<SpeakerCore> = NODES
+        .iter()
+        .map(|n| {
+            let mut core = SpeakerCore::new(&settings(n, None, false), spec(&NODES, true), now);
+            core.handle_first_join(now, all_alive());
+            core
+        })
+        .collect();
+    assert_eq!(cores[0].announced(), [("dns".to_string(), vip)]);
+    assert_eq!(cores[1].announced(), [("http".to_string(), vip)]);
+    assert!(cores[2].announced().is_empty());
+
+    // dns may now only use node-b: node-b announces it too, without taking the VIP again.
+    for core in &mut cores {
+        drain(core);
+        core.handle_desired(now, spec(&["node-b"], true));
+    }
+    let b = drain(&mut cores[1]);
+    assert!(
+        b.iter().any(
+            |a| matches!(a, Action::Announced { services, .. } if services == &["dns".to_string()])
+        ),
+        "{b:?}"
+    );
+    assert_eq!(cores[1].counters().vips_taken, 1);
+    let mut on_b = cores[1].announced();
+    on_b.sort();
+    assert_eq!(on_b, [("dns".to_string(), vip), ("http".to_string(), vip)]);
+    assert!(cores[0].owned_vips().is_empty());
+
+    // http goes away: node-b withdraws it alone and keeps answering for dns.
+    cores[1].handle_desired(now, spec(&["node-b"], false));
+    let b = drain(&mut cores[1]);
+    assert!(
+        b.iter().any(|a| matches!(a, Action::Withdrawn { services, successor: None, .. } if services == &["http".to_string()])),
+        "{b:?}"
+    );
+    assert_eq!(cores[1].announced(), [("dns".to_string(), vip)]);
+    assert_eq!(cores[1].counters().vips_released, 0);
+}
