@@ -22,6 +22,7 @@
 mod arp;
 mod binary;
 mod control_plane;
+pub mod deploy;
 mod error;
 mod fixtures;
 mod manifests;
