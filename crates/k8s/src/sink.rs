@@ -2,9 +2,12 @@
 //! and Service, and a `nodeAssigned` event on the Service when this node starts announcing.
 //!
 //! The runner's notices arrive synchronously ([`StatusSink::notice`]); they are queued and a
-//! task writes them in order, so the API server is never on the announcing path. A status is
-//! never edited into another (MetalLB's CRD makes its fields immutable): when it must change
-//! it is deleted and created again. At start, statuses this node left behind are deleted.
+//! task writes them, so the API server is never on the announcing path. A write that fails
+//! (the API server down or unreachable) is tried again with a backoff until it succeeds or a
+//! later notice for the same Service replaces it, as MetalLB's status reconciler requeues: a
+//! failover during an API outage is written once the API server is back. A status is never
+//! edited into another (MetalLB's CRD makes its fields immutable): when it must change it is
+//! deleted and created again. At start, statuses this node left behind are deleted.
 
 use crate::crd::{
     LABEL_ANNOUNCE_NODE, LABEL_SERVICE_NAME, LABEL_SERVICE_NAMESPACE, ServiceL2Status,
@@ -18,6 +21,8 @@ use kube::api::{
 };
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource};
+use std::collections::BTreeMap;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::warn;
 use vigil_speaker::StatusSink;
@@ -28,6 +33,21 @@ use vigil_speaker::core::Action;
 enum Notice {
     Announced(String),
     Withdrawn(String),
+}
+
+/// The first wait before failed writes are tried again; it doubles up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_millis(500);
+/// The longest wait between tries of failed writes.
+const RETRY_MAX: Duration = Duration::from_secs(10);
+
+impl Notice {
+    /// Records this notice as the latest wish for its Service (`true`: announced).
+    fn merge_into(self, pending: &mut BTreeMap<String, bool>) {
+        match self {
+            Self::Announced(id) => pending.insert(id, true),
+            Self::Withdrawn(id) => pending.insert(id, false),
+        };
+    }
 }
 
 /// The speaker's [`StatusSink`] in Kubernetes mode.
@@ -97,14 +117,50 @@ impl Writer {
         if let Err(e) = self.delete(None).await {
             warn!(event = "l2status_cleanup_failed", error = %e, "statuses left by an earlier run stay");
         }
-        while let Some(notice) = rx.recv().await {
-            let result = match &notice {
-                Notice::Announced(id) => self.announced(id).await,
-                Notice::Withdrawn(id) => self.delete(Some(id)).await,
-            };
-            if let Err(e) = result {
-                warn!(event = "l2status_write_failed", notice = ?notice, error = %e, "ServiceL2Status not written");
+        // Per Service, the latest state not yet written (`true`: announced).
+        let mut pending: BTreeMap<String, bool> = BTreeMap::new();
+        let mut retry = RETRY_MIN;
+        let mut failed = false;
+        loop {
+            if pending.is_empty() {
+                let Some(notice) = rx.recv().await else {
+                    return;
+                };
+                notice.merge_into(&mut pending);
+            } else if failed {
+                tokio::select! {
+                    notice = rx.recv() => {
+                        let Some(notice) = notice else { return };
+                        notice.merge_into(&mut pending);
+                    }
+                    () = tokio::time::sleep(retry) => {}
+                }
             }
+            while let Ok(notice) = rx.try_recv() {
+                notice.merge_into(&mut pending);
+            }
+            failed = false;
+            for (id, announced) in pending.clone() {
+                let result = if announced {
+                    self.announced(&id).await
+                } else {
+                    self.delete(Some(&id)).await
+                };
+                match result {
+                    Ok(()) => {
+                        pending.remove(&id);
+                    }
+                    Err(e) => {
+                        failed = true;
+                        warn!(event = "l2status_write_failed", service = %id, announced, error = %e, "ServiceL2Status not written; will try again");
+                    }
+                }
+            }
+            retry = if failed {
+                (retry * 2).min(RETRY_MAX)
+            } else {
+                RETRY_MIN
+            };
         }
     }
 
