@@ -8,6 +8,7 @@ use super::Stop;
 use crate::cmd::keygen::new_keyring;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -190,34 +191,37 @@ impl Lab {
         Ok(())
     }
 
-    /// Starts every host's speaker: `ip netns exec NS <vigil> standalone --config ...`
+    /// Starts every host's speaker: `ip netns exec NS <vigil> standalone --config ...`.
+    pub(super) fn start_speakers(&mut self, exe: &Path) -> Result<(), Stop> {
+        for i in 0..self.hosts.len() {
+            let config = self.config_path(&self.hosts[i].name);
+            let args = [
+                OsString::from("standalone"),
+                OsString::from("--config"),
+                config.into_os_string(),
+                OsString::from("--log-level"),
+                OsString::from("info"),
+            ];
+            self.start_speaker(i, exe, &args)?;
+        }
+        Ok(())
+    }
+
+    /// Starts `exe ARGS` as host `i`'s speaker in its namespace, its stderr to the host's log
     /// (`ip netns exec` execs, so the child's PID is the speaker's). Each speaker has a
     /// process group of its own, so a Ctrl-C at the terminal reaches only the lab, which then
     /// stops them itself.
-    pub(super) fn start_speakers(&mut self, exe: &Path) -> Result<(), Stop> {
-        for i in 0..self.hosts.len() {
-            let (name, ns) = (self.hosts[i].name.clone(), self.hosts[i].ns.clone());
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.log_path(&name))
-                .map_err(|e| Stop::failed(format!("{}: {e}", self.log_path(&name).display())))?;
-            let child = Command::new("ip")
-                .args(["netns", "exec", &ns])
-                .arg(exe)
-                .arg("standalone")
-                .arg("--config")
-                .arg(self.config_path(&name))
-                .args(["--log-level", "info"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .process_group(0)
-                .spawn()
-                .map_err(|e| Stop::failed(format!("starting {name}'s speaker: {e}")))?;
-            self.hosts[i].pid = Some(child.id());
-            self.hosts[i].speaker = Some(child);
-        }
+    pub(super) fn start_speaker(
+        &mut self,
+        i: usize,
+        exe: &Path,
+        args: &[OsString],
+    ) -> Result<(), Stop> {
+        let (name, ns) = (self.hosts[i].name.clone(), self.hosts[i].ns.clone());
+        let child = spawn_in(&ns, exe, args, &self.log_path(&name))
+            .map_err(|e| Stop::failed(format!("starting {name}'s speaker: {e}")))?;
+        self.hosts[i].pid = Some(child.id());
+        self.hosts[i].speaker = Some(child);
         Ok(())
     }
 
@@ -286,13 +290,13 @@ impl Lab {
         self.net.keep();
     }
 
-    /// Kills the speakers (by PID), then anything else left in the namespaces, deletes the
-    /// namespaces and the work directory. Returns how many namespaces were deleted.
-    pub(super) fn teardown(&mut self) -> usize {
-        if self.torn_down {
-            return 0;
-        }
-        self.torn_down = true;
+    /// The lab's bridge and namespaces, to add a host of another kind (an API server).
+    pub(super) fn net_mut(&mut self) -> &mut Bridge {
+        &mut self.net
+    }
+
+    /// Kills every speaker still running (by PID) and reaps it.
+    pub(super) fn kill_speakers(&mut self) {
         for h in &mut self.hosts {
             if let Some(mut child) = h.speaker.take() {
                 // SIGKILL works on a stopped process too.
@@ -300,6 +304,16 @@ impl Lab {
                 let _ = child.wait();
             }
         }
+    }
+
+    /// Kills the speakers (by PID), then anything else left in the namespaces, deletes the
+    /// namespaces and the work directory. Returns how many namespaces were deleted.
+    pub(super) fn teardown(&mut self) -> usize {
+        if self.torn_down {
+            return 0;
+        }
+        self.torn_down = true;
+        self.kill_speakers();
         // Hosts and client first, the bridge last (it was made first).
         let namespaces = self.net.teardown();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -313,6 +327,33 @@ impl Drop for Lab {
             self.teardown();
         }
     }
+}
+
+/// Starts `exe ARGS` in namespace `ns` (through `ip netns exec`, which execs: the child's PID
+/// is the program's) in a process group of its own, stdout discarded and stderr appended to
+/// `log`.
+pub(super) fn spawn_in(
+    ns: &str,
+    exe: &Path,
+    args: &[OsString],
+    log: &Path,
+) -> Result<Child, String> {
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("ip netns exec {ns} {}: {e}", exe.display()))
 }
 
 /// Host `i`'s address (1-based): 198.18.0.11 on.
@@ -347,7 +388,7 @@ pub(super) fn config_text(
 }
 
 /// Writes `text` to a new file readable by root only.
-fn write_private(path: &Path, text: &str) -> Result<(), Stop> {
+pub(super) fn write_private(path: &Path, text: &str) -> Result<(), Stop> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

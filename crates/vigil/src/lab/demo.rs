@@ -14,12 +14,13 @@ use vigil_l2::wire::ethernet::Address as Mac;
 use vigil_netlab::netns;
 
 /// Prints steps with the time since the start.
-struct Steps {
-    start: Instant,
+pub(super) struct Steps {
+    pub(super) start: Instant,
 }
 
 impl Steps {
-    fn say(&self, text: &str) {
+    /// Prints one step.
+    pub(super) fn say(&self, text: &str) {
         let t = self.start.elapsed().as_secs_f64();
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "[{t:6.2}s] {text}");
@@ -27,7 +28,7 @@ impl Steps {
     }
 
     /// Prints a block (a status table) indented under the steps.
-    fn block(text: &str) {
+    pub(super) fn block(text: &str) {
         let mut out = std::io::stdout().lock();
         for line in text.lines() {
             if line.trim().is_empty() {
@@ -80,7 +81,7 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
         src4: CLIENT4,
         src6: CLIENT6,
         vip4: VIP4,
-        vip6: VIP6,
+        vip6: Some(VIP6),
         interval: Duration::from_millis(10),
         limit: settle_limit + args.profile.takeover_limit() + Duration::from_secs(60),
     })
@@ -130,72 +131,22 @@ fn fail_over(
     owner: &str,
 ) -> Result<(String, String), Stop> {
     let old = lab.host(owner).ok_or("the owner is not a lab host")?;
-    let (old_mac, old_pid) = (old.mac, old.pid.unwrap_or_default());
+    let old_mac = old.mac;
     let failed_at = prober.now();
-    let what = match args.scenario {
-        Scenario::HostLoss => {
-            cluster::ip(&[
-                "-n",
-                &lab.bridge_ns(),
-                "link",
-                "set",
-                &lab.port(owner),
-                "down",
-            ])?;
-            format!(
-                "host loss: {owner}'s link is down (its bridge port, in {})",
-                lab.bridge_ns()
-            )
-        }
-        Scenario::Freeze => {
-            lab.signal(owner, Signal::SIGSTOP)?;
-            format!("freeze: SIGSTOP to {owner}'s speaker (pid {old_pid})")
-        }
-        Scenario::Crash => {
-            lab.signal(owner, Signal::SIGKILL)?;
-            // Reaped at once (SIGKILL cannot be caught), so the lab knows it is gone.
-            let _ = lab.wait_exit(owner, Duration::from_secs(5));
-            format!("crash: SIGKILL to {owner}'s speaker (pid {old_pid})")
-        }
-        Scenario::Graceful => {
-            lab.signal(owner, Signal::SIGTERM)?;
-            format!("graceful: SIGTERM to {owner}'s speaker (pid {old_pid}); it leaves the cluster")
-        }
-        Scenario::None => unreachable!("no failure to make"),
-    };
+    let what = fail_owner(args.scenario, lab, owner)?;
     steps.say(&format!("{what}; the client asks every 10 ms"));
 
     let limit = args.profile.takeover_limit();
-    let mut v4: Option<Outage> = None;
-    let mut v6: Option<Outage> = None;
-    let from = prober.len().saturating_sub(5);
-    let started = Instant::now();
-    while v4.is_none() || v6.is_none() {
-        pause(Duration::from_millis(10))?;
-        let rounds = prober.rounds_from(from);
-        v4 = v4.or_else(|| probe::outage(&rounds, Family::V4, failed_at, old_mac));
-        v6 = v6.or_else(|| probe::outage(&rounds, Family::V6, failed_at, old_mac));
-        if started.elapsed() > limit {
-            return Err(Stop::failed(format!(
-                "no other host answered for {} within {} s of the failure (profile {}).\n{}",
-                if v4.is_none() {
-                    VIP4.to_string()
-                } else {
-                    VIP6.to_string()
-                },
-                limit.as_secs(),
+    let (v4, v6) =
+        await_takeover(prober, failed_at, old_mac, true, limit).map_err(|e| match e {
+            Stop::Failed(why) => Stop::failed(format!(
+                "{why} (profile {}).\n{}",
                 args.profile.name(),
                 lab.log_tails(5)
-            )));
-        }
-        if let Some(why) = prober.stopped() {
-            return Err(Stop::failed(why));
-        }
-    }
-    let (v4, v6) = (
-        v4.expect("loop ends with both"),
-        v6.expect("loop ends with both"),
-    );
+            )),
+            interrupted => interrupted,
+        })?;
+    let v6 = v6.expect("asked for both families");
     let name_of = |mac: Mac| {
         lab.host_by_mac(mac)
             .map_or_else(|| format!("an unknown host ({mac})"), |h| h.name.clone())
@@ -260,8 +211,82 @@ fn fail_over(
     Ok((new_owner, fields))
 }
 
+/// Makes `owner` fail as `scenario` says; what was done, for the report.
+pub(super) fn fail_owner(scenario: Scenario, lab: &mut Lab, owner: &str) -> Result<String, Stop> {
+    let old_pid = lab.host(owner).and_then(|h| h.pid).unwrap_or_default();
+    Ok(match scenario {
+        Scenario::HostLoss | Scenario::ApiDown => {
+            cluster::ip(&[
+                "-n",
+                &lab.bridge_ns(),
+                "link",
+                "set",
+                &lab.port(owner),
+                "down",
+            ])?;
+            format!(
+                "host loss: {owner}'s link is down (its bridge port, in {})",
+                lab.bridge_ns()
+            )
+        }
+        Scenario::Freeze => {
+            lab.signal(owner, Signal::SIGSTOP)?;
+            format!("freeze: SIGSTOP to {owner}'s speaker (pid {old_pid})")
+        }
+        Scenario::Crash => {
+            lab.signal(owner, Signal::SIGKILL)?;
+            // Reaped at once (SIGKILL cannot be caught), so the lab knows it is gone.
+            let _ = lab.wait_exit(owner, Duration::from_secs(5));
+            format!("crash: SIGKILL to {owner}'s speaker (pid {old_pid})")
+        }
+        Scenario::Graceful => {
+            lab.signal(owner, Signal::SIGTERM)?;
+            format!("graceful: SIGTERM to {owner}'s speaker (pid {old_pid}); it leaves the cluster")
+        }
+        Scenario::None => return Err(Stop::failed("no failure to make")),
+    })
+}
+
+/// Waits (at most `limit`) until another MAC than `old` answers for the IPv4 VIP and, with
+/// `v6`, for the IPv6 VIP; the outages as the client saw them.
+pub(super) fn await_takeover(
+    prober: &Prober,
+    failed_at: Duration,
+    old: Mac,
+    v6: bool,
+    limit: Duration,
+) -> Result<(Outage, Option<Outage>), Stop> {
+    let mut o4: Option<Outage> = None;
+    let mut o6: Option<Outage> = None;
+    let from = prober.len().saturating_sub(5);
+    let started = Instant::now();
+    while o4.is_none() || (v6 && o6.is_none()) {
+        pause(Duration::from_millis(10))?;
+        let rounds = prober.rounds_from(from);
+        o4 = o4.or_else(|| probe::outage(&rounds, Family::V4, failed_at, old));
+        if v6 {
+            o6 = o6.or_else(|| probe::outage(&rounds, Family::V6, failed_at, old));
+        }
+        if started.elapsed() > limit {
+            let which = if o4.is_none() {
+                "the IPv4 VIP"
+            } else {
+                "the IPv6 VIP"
+            };
+            return Err(Stop::failed(format!(
+                "no other host answered for {which} within {} s of the failure",
+                limit.as_secs()
+            )));
+        }
+        if let Some(why) = prober.stopped() {
+            return Err(Stop::failed(why));
+        }
+    }
+    Ok((o4.expect("loop ends with it"), o6))
+}
+
 /// One line on what the client saw for one VIP.
-fn describe(o: &Outage, vip: String) -> String {
+pub(super) fn describe(o: &Outage, vip: String) -> String {
     let mut text = if o.unanswered == 0 {
         format!("{vip}: every question was answered (no gap at 10 ms resolution)")
     } else {
@@ -284,7 +309,11 @@ fn describe(o: &Outage, vip: String) -> String {
 
 /// Asks the speaker in `ns` for its status.
 fn status(ns: &str) -> Result<Status, String> {
-    let addr = HTTP.parse().expect("a socket address");
+    status_at(ns, HTTP.parse().expect("a socket address"))
+}
+
+/// Asks the speaker serving HTTP at `addr` in `ns` for its status.
+pub(super) fn status_at(ns: &str, addr: std::net::SocketAddr) -> Result<Status, String> {
     let body = netns::run_in(ns, || {
         crate::cmd::status::http_get(addr, "/status", Duration::from_secs(2))
     })
@@ -292,7 +321,7 @@ fn status(ns: &str) -> Result<Status, String> {
     serde_json::from_str(&body).map_err(|e| format!("{ns}: bad /status: {e}"))
 }
 
-fn owner_of(s: &Status, vip: &str) -> Option<String> {
+pub(super) fn owner_of(s: &Status, vip: &str) -> Option<String> {
     s.vips
         .iter()
         .find(|v| v.vip == vip)

@@ -18,6 +18,11 @@ pub(super) fn down(prefix: &str) -> ExitCode {
         }
     };
     let dir = cluster::work_dir(prefix);
+    // A Kubernetes lab's API server keeps its data beside it.
+    let cp_dir = super::kubernetes::control_plane_dir(prefix);
+    if cp_dir.exists() {
+        let _ = std::fs::remove_dir_all(&cp_dir);
+    }
     if namespaces.is_empty() && !dir.exists() {
         println!("vigil lab: no lab with prefix {prefix}");
         return ExitCode::SUCCESS;
@@ -86,7 +91,7 @@ pub(super) fn watch(prefix: &str) -> Result<(), Stop> {
         src4: CLIENT4,
         src6: CLIENT6,
         vip4: VIP4,
-        vip6: VIP6,
+        vip6: Some(VIP6),
         interval: Duration::from_millis(10),
         limit,
     })

@@ -10,11 +10,14 @@
 //! - [`netns`]: running code inside a namespace;
 //! - [`signals`]: Ctrl-C and SIGTERM turned into an orderly teardown;
 //! - [`demo`]: the steps, printed as they go;
-//! - [`kept`]: `--down` and `--watch` for a lab left running with `--keep`.
+//! - [`kept`]: `--down` and `--watch` for a lab left running with `--keep`;
+//! - [`kubernetes`]: `--kubernetes`, the same demonstration with a real API server, `vigil
+//!   speaker` on every host and `vigil controller` allocating the IP.
 
 mod cluster;
 mod demo;
 mod kept;
+mod kubernetes;
 mod probe;
 mod signals;
 
@@ -40,7 +43,16 @@ Scenarios:
   freeze     the owner's speaker is frozen with SIGSTOP (a hung host)
   crash      the owner's speaker is killed with SIGKILL
   graceful   the owner's speaker is stopped with SIGTERM (it leaves the cluster)
+  api-down   (--kubernetes only) the API server is stopped first, then the owner's host
+             vanishes; the API server comes back afterwards
   none       no failure: build, settle and show the cluster (useful with --keep)
+
+With --kubernetes, a real kube-apiserver and etcd (vigil-testenv, built by
+`conformance/build.sh testenv`; found in VIGIL_GO_BIN_DIR or the checkout's
+conformance/.build/bin) run on a lab host of their own; `vigil controller` allocates the
+Service's IP from an IPAddressPool and `vigil speaker` runs on every host with a kubeconfig.
+The lab prints the pool, the Service and its ServiceL2Status as `kubectl get` would (the API
+server's own tables), then fails the owner. IPv4 only.
 
 Examples:
   vigil lab                          3 hosts, host loss, fast profile
@@ -48,7 +60,11 @@ Examples:
   vigil lab --profile lan            Go memberlist's LAN timing, for comparison
   vigil lab --scenario none --keep   leave a healthy lab running to poke at
   vigil lab --watch                  follow who answers for the VIP in a kept lab
-  vigil lab --down                   tear a kept lab down";
+  vigil lab --down                   tear a kept lab down
+  vigil lab --kubernetes --scenario crash
+                                     the same with a real API server, vigil speaker and
+                                     vigil controller (scripts/lab.sh --kubernetes builds
+                                     what it needs)";
 
 /// The namespace prefix unless `--prefix` says otherwise.
 pub const DEFAULT_PREFIX: &str = "vigil-lab";
@@ -85,6 +101,11 @@ pub struct Args {
     /// prefix (until Ctrl-C, at most 10 minutes).
     #[arg(long, conflicts_with_all = ["keep", "nodes", "scenario", "profile"])]
     pub watch: bool,
+
+    /// Kubernetes mode: a real API server in the lab, `vigil speaker` on every host and `vigil
+    /// controller` allocating the Service's IP (needs vigil-testenv; see above).
+    #[arg(long, conflicts_with_all = ["keep", "down", "watch"])]
+    pub kubernetes: bool,
 }
 
 /// How the owner fails.
@@ -98,6 +119,8 @@ pub enum Scenario {
     Crash,
     /// The owner's speaker is stopped with SIGTERM and leaves the cluster.
     Graceful,
+    /// (--kubernetes) The API server is stopped, then the owner's host vanishes.
+    ApiDown,
     /// No failure: build, settle and show the cluster.
     None,
 }
@@ -109,6 +132,7 @@ impl Scenario {
             Self::Freeze => "freeze",
             Self::Crash => "crash",
             Self::Graceful => "graceful",
+            Self::ApiDown => "api-down",
             Self::None => "none",
         }
     }
@@ -214,6 +238,8 @@ pub fn run(args: Args) -> ExitCode {
     }
     let result = if args.watch {
         kept::watch(&args.prefix)
+    } else if args.kubernetes {
+        kubernetes::demo(&args)
     } else {
         demo::demo(&args)
     };
@@ -264,6 +290,11 @@ fn preflight(args: &Args) -> Result<(), String> {
     if args.down || args.watch {
         return Ok(());
     }
+    if args.scenario == Scenario::ApiDown && !args.kubernetes {
+        return Err(
+            "--scenario api-down needs --kubernetes (standalone mode has no API server)".into(),
+        );
+    }
     let stale = cluster::namespaces_with(&args.prefix)?;
     let dir = cluster::work_dir(&args.prefix);
     if !stale.is_empty() || dir.exists() {
@@ -298,7 +329,18 @@ mod tests {
         assert_eq!(a.scenario, Scenario::HostLoss);
         assert_eq!(a.profile, LabProfile::Fast);
         assert_eq!(a.prefix, DEFAULT_PREFIX);
-        assert!(!a.keep && !a.down && !a.watch);
+        assert!(!a.keep && !a.down && !a.watch && !a.kubernetes);
+    }
+
+    #[test]
+    fn kubernetes_takes_the_scenarios_and_refuses_keep_down_and_watch() {
+        let a = parse(&["--kubernetes", "--scenario", "api-down", "-n", "4"]).unwrap();
+        assert!(a.kubernetes);
+        assert_eq!((a.scenario, a.nodes), (Scenario::ApiDown, 4));
+        assert_eq!(a.scenario.name(), "api-down");
+        for other in ["--keep", "--down", "--watch"] {
+            assert!(parse(&["--kubernetes", other]).is_err(), "{other}");
+        }
     }
 
     #[test]

@@ -60,8 +60,8 @@ pub(super) struct Questions {
     pub(super) src6: Ipv6Addr,
     /// The IPv4 VIP.
     pub(super) vip4: Ipv4Addr,
-    /// The IPv6 VIP.
-    pub(super) vip6: Ipv6Addr,
+    /// The IPv6 VIP, if there is one to ask for.
+    pub(super) vip6: Option<Ipv6Addr>,
     /// Time between rounds.
     pub(super) interval: Duration,
     /// The prober stops by itself after this long (every traffic loop is bounded).
@@ -176,9 +176,9 @@ fn ask(
         icmp: false,
         icmp_id: 0,
         stop_after_change: None,
-        ipv6: Some(Ipv6Question {
+        ipv6: q.vip6.map(|target| Ipv6Question {
             src_ip: q.src6,
-            target: q.vip6,
+            target,
         }),
         senders: None,
         linger: Duration::ZERO,
@@ -287,6 +287,78 @@ pub(super) fn outage(
     })
 }
 
+/// A run of consecutive rounds that got the same answers: one line of the client's timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Run {
+    /// The first round's time.
+    pub(super) first: Duration,
+    /// The last round's time.
+    pub(super) last: Duration,
+    /// Who answered each of these rounds (sorted; empty: nobody).
+    pub(super) answers: Vec<Mac>,
+    /// How many rounds.
+    pub(super) rounds: usize,
+}
+
+/// The rounds between `from` and `to` (inclusive, on the rounds' clock) as runs of identical
+/// answers for `family`: what the client heard, change by change.
+pub(super) fn timeline(rounds: &[Round], family: Family, from: Duration, to: Duration) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for r in rounds.iter().filter(|r| r.at >= from && r.at <= to) {
+        let mut answers = r.answers(family).to_vec();
+        answers.sort_unstable();
+        match runs.last_mut() {
+            Some(run) if run.answers == answers => {
+                run.last = r.at;
+                run.rounds += 1;
+            }
+            _ => runs.push(Run {
+                first: r.at,
+                last: r.at,
+                answers,
+                rounds: 1,
+            }),
+        }
+    }
+    runs
+}
+
+/// The timeline as text, one line per run, times in ms from `zero` (the failure); `name` says
+/// who a MAC is.
+pub(super) fn render_timeline(
+    runs: &[Run],
+    zero: Duration,
+    name: impl Fn(Mac) -> String,
+) -> String {
+    let signed_ms = |at: Duration| -> String {
+        if at >= zero {
+            format!("+{}", (at - zero).as_millis())
+        } else {
+            format!("-{}", (zero - at).as_millis())
+        }
+    };
+    let mut text = String::new();
+    for run in runs {
+        let who = if run.answers.is_empty() {
+            "no answer".to_string()
+        } else {
+            run.answers
+                .iter()
+                .map(|m| name(*m))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        };
+        let plural = if run.rounds == 1 { "" } else { "s" };
+        text.push_str(&format!(
+            "{:>7} .. {:>7} ms  {who:<34} {} question{plural}\n",
+            signed_ms(run.first),
+            signed_ms(run.last),
+            run.rounds
+        ));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +417,52 @@ mod tests {
         let o = outage(&r, Family::V4, Duration::ZERO, OLD).unwrap();
         assert_eq!(o.silent, Duration::from_millis(20));
         assert_eq!(o.unanswered, 3);
+    }
+
+    #[test]
+    fn the_timeline_groups_rounds_with_the_same_answers() {
+        let r = rounds(&[&[OLD], &[OLD], &[], &[], &[], &[NEW], &[OLD, NEW], &[NEW]]);
+        let runs = timeline(
+            &r,
+            Family::V4,
+            Duration::from_millis(10),
+            Duration::from_millis(60),
+        );
+        let shape: Vec<(u128, u128, usize, usize)> = runs
+            .iter()
+            .map(|r| {
+                (
+                    r.first.as_millis(),
+                    r.last.as_millis(),
+                    r.answers.len(),
+                    r.rounds,
+                )
+            })
+            .collect();
+        // Rounds at 10..60 ms: OLD once, silence three times, NEW, both.
+        assert_eq!(
+            shape,
+            [
+                (10, 10, 1, 1),
+                (20, 40, 0, 3),
+                (50, 50, 1, 1),
+                (60, 60, 2, 1)
+            ]
+        );
+        let text = render_timeline(&runs, Duration::from_millis(15), |m| {
+            if m == OLD { "old".into() } else { "new".into() }
+        });
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[0].starts_with("     -5 ..      -5 ms  old "), "{text}");
+        assert!(
+            lines[1].contains("+5 ..     +25 ms  no answer") && lines[1].ends_with("3 questions"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("old and new") && lines[3].ends_with("1 question"),
+            "{text}"
+        );
     }
 
     fn answer(kind: Kind, mac: Mac, gratuitous: bool) -> Event {

@@ -1,0 +1,495 @@
+//! `vigil lab --kubernetes`: the failover demonstration in Kubernetes mode. The standalone
+//! lab's network (a bridge, a client, N hosts) gets one more host running a real
+//! kube-apiserver over etcd (vigil-testenv); `vigil controller` allocates the IP of Service
+//! `demo/web` from an IPAddressPool, every host runs `vigil speaker` with a kubeconfig, and
+//! the client asks for the IP by ARP every 10 ms while the owner fails as in the standalone
+//! lab. With `--scenario api-down` the API server is stopped before the owner's host goes,
+//! and started again afterwards.
+//!
+//! - [`cluster`]: the API server, the controller and the lab, owned by one guard;
+//! - [`objects`]: what goes into the API server and what is read back;
+//! - [`tables`]: `kubectl get` tables, as the API server prints them.
+//!
+//! The scenarios, the prober, the outage and the report are the standalone lab's.
+
+mod cluster;
+mod objects;
+mod tables;
+
+pub(crate) use cluster::control_plane_dir;
+
+use std::ffi::OsString;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use vigil_l2::wire::ethernet::Address as Mac;
+
+use super::cluster::{CLIENT4, CLIENT6, Lab, write_private};
+use super::demo::{Steps, await_takeover, describe, fail_owner, ms, owner_of, status_at};
+use super::probe::{self, Family, Outage, Prober, Questions};
+use super::{Args, Scenario, Stop, check_interrupt, pause};
+use crate::cmd::status::render;
+use cluster::KubeCluster;
+use objects::{METALLB_NS, POOL_RANGE, SERVICE, SERVICE_NS};
+
+/// The port each speaker serves `/status` and `/metrics` on (its host's address).
+const SPEAKER_PORT: u16 = 7472;
+/// Bounds on the waits (generous: the machine may be busy).
+const ALLOCATE_LIMIT: Duration = Duration::from_secs(60);
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+const STATUS_LIMIT: Duration = Duration::from_secs(60);
+
+/// The whole demonstration.
+pub(super) fn demo(args: &Args) -> Result<(), Stop> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Stop::failed(format!("cannot find the vigil executable: {e}")))?;
+    // Everything that can be missing is looked for before anything is made.
+    let testenv = cluster::find_testenv()?;
+    let crds = objects::find_crds()?;
+    let nodes = usize::from(args.nodes);
+    let steps = Steps {
+        start: Instant::now(),
+    };
+    println!(
+        "vigil lab --kubernetes: {nodes} hosts, scenario {}, profile {} (namespaces {}-*)",
+        args.scenario.name(),
+        args.profile.name(),
+        args.prefix
+    );
+
+    let lab = Lab::create(&args.prefix, nodes)?;
+    steps.say(&format!(
+        "network: bridge, client {CLIENT4}, hosts {}..{} on 198.18.0.0/24",
+        super::cluster::host_ip(1),
+        super::cluster::host_ip(nodes)
+    ));
+    let mut k = KubeCluster::start(lab, &testenv)?;
+    check_interrupt()?;
+    steps.say(&format!(
+        "API server ready at {} (kube-apiserver and etcd in one process: {})",
+        k.cp.server_url(),
+        testenv.display()
+    ));
+    let client =
+        k.cp.client()
+            .map_err(|e| Stop::failed(format!("admin client: {e}")))?;
+    let hosts: Vec<(String, Ipv4Addr)> =
+        k.lab.hosts.iter().map(|h| (h.name.clone(), h.ip)).collect();
+    let speakers = objects::speaker_configs(&hosts);
+    let crd_names = k.cp.block_on(objects::install(&client, &crds, &speakers))?;
+    steps.say(&format!(
+        "applied {} CRDs ({}), a Node and a speaker Pod per host, IPAddressPool lab \
+         ({POOL_RANGE}), L2Advertisement lab (eth0) and Service {SERVICE_NS}/{SERVICE} \
+         (type LoadBalancer, an endpoint on every node)",
+        crd_names.len(),
+        crds.origin
+    ));
+
+    k.start_controller(&exe)?;
+    let key = wait_for(
+        &mut k,
+        "vigil controller to create the memberlist Secret",
+        ALLOCATE_LIMIT,
+        |k| k.cp.block_on(objects::memberlist_secret(&client)),
+    )?;
+    let key_dir = k.lab.dir.join("memberlist");
+    std::fs::create_dir(&key_dir)
+        .map_err(|e| Stop::failed(format!("{}: {e}", key_dir.display())))?;
+    write_private(&key_dir.join("secretkey"), &key)?;
+    let vip = wait_for(
+        &mut k,
+        "vigil controller to allocate an IP",
+        ALLOCATE_LIMIT,
+        |k| k.cp.block_on(objects::ingress(&client)),
+    )?;
+    steps.say(&format!(
+        "vigil controller (pid {}) made the memberlist Secret (a random key, in no file of the \
+         lab's) and gave {SERVICE_NS}/{SERVICE} {vip}:",
+        k.controller_pid.unwrap_or_default()
+    ));
+    show(
+        &k,
+        &client,
+        &format!("kubectl get ipaddresspools -n {METALLB_NS}"),
+        &format!("/apis/metallb.io/v1beta1/namespaces/{METALLB_NS}/ipaddresspools"),
+    );
+    show(
+        &k,
+        &client,
+        &format!("kubectl get services -n {SERVICE_NS}"),
+        &format!("/api/v1/namespaces/{SERVICE_NS}/services"),
+    );
+
+    start_speakers(&mut k, &exe, &key_dir, args)?;
+    steps.say(&format!(
+        "started `vigil speaker` on {nodes} hosts (MetalLB's flags, a kubeconfig each, the \
+         Secret's key as a file; logs in {})",
+        k.lab.dir.display()
+    ));
+
+    let prober = Prober::start(Questions {
+        ns: k.lab.client_ns(),
+        ifindex: k.lab.client.0,
+        mac: k.lab.client.1,
+        src4: CLIENT4,
+        src6: CLIENT6,
+        vip4: vip,
+        vip6: None,
+        interval: Duration::from_millis(10),
+        limit: SETTLE_LIMIT
+            + args.profile.takeover_limit()
+            + STATUS_LIMIT
+            + Duration::from_secs(120),
+    })
+    .map_err(|e| Stop::failed(format!("cannot start the client's prober: {e}")))?;
+    let names: Vec<&str> = hosts.iter().map(|(n, _)| n.as_str()).collect();
+    let ranked: Vec<String> = vigil_lb::rank(names.iter().copied(), vip.into())
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    steps.say(&format!(
+        "waiting until the client hears one host answer for {vip} and its ServiceL2Status \
+         names it (at most {} s); MetalLB's election ranks {}",
+        SETTLE_LIMIT.as_secs(),
+        ranked.join(", ")
+    ));
+    let owner = settle(&mut k, &client, &prober, vip, nodes)?;
+    let owner_host = k.lab.host(&owner).ok_or("the owner is not a lab host")?;
+    let (owner_mac, owner_ip) = (owner_host.mac, owner_host.ip);
+    let agrees = if ranked.first() == Some(&owner) {
+        "as MetalLB's election ranks it".to_string()
+    } else {
+        format!("(MetalLB's election would pick {})", ranked[0])
+    };
+    steps.say(&format!(
+        "settled: {owner} announces {vip}, {agrees}; the client hears it at {owner_mac}:"
+    ));
+    show(
+        &k,
+        &client,
+        &format!("kubectl get servicel2statuses -n {METALLB_NS}"),
+        &format!("/apis/metallb.io/v1beta1/namespaces/{METALLB_NS}/servicel2statuses"),
+    );
+    if let Ok(s) = status_at(
+        &k.lab.host(&owner).map(|h| h.ns.clone()).unwrap_or_default(),
+        SocketAddr::from((owner_ip, SPEAKER_PORT)),
+    ) {
+        Steps::block(&format!("{owner}'s own view (`vigil status`):"));
+        Steps::block(&render(&s));
+    }
+
+    let mut summary = format!(
+        "result: mode=kubernetes scenario={} profile={} nodes={nodes} vip={vip} old_owner={owner}",
+        args.scenario.name(),
+        args.profile.name()
+    );
+    if args.scenario != Scenario::None {
+        let fields = fail_over(
+            args, &mut k, &client, &prober, &steps, &owner, owner_mac, vip,
+        )?;
+        summary.push_str(&fields);
+    }
+    drop(prober);
+    println!("{summary}");
+    let n = k.teardown();
+    steps.say(&format!(
+        "torn down: the speakers, the controller, the API server (and its data) and {n} namespaces are gone"
+    ));
+    Ok(())
+}
+
+/// Shows a `kubectl get` table under the steps, or why it could not be had.
+fn show(k: &KubeCluster, client: &kube::Client, command: &str, path: &str) {
+    match k.cp.block_on(tables::get(client, path)) {
+        Ok(table) => Steps::block(&format!("$ {command}\n{}", tables::render(&table))),
+        Err(e) => Steps::block(&format!("$ {command}\n(failed: {e})")),
+    }
+}
+
+/// Polls `probe` every 200 ms until it gives a value (at most `limit`); stops early when the
+/// controller exits or a signal came.
+fn wait_for<T>(
+    k: &mut KubeCluster,
+    what: &str,
+    limit: Duration,
+    mut probe: impl FnMut(&KubeCluster) -> Result<Option<T>, String>,
+) -> Result<T, Stop> {
+    let start = Instant::now();
+    let mut last_error = String::new();
+    loop {
+        check_interrupt()?;
+        if let Some(exit) = k.controller_exited() {
+            return Err(Stop::failed(format!(
+                "vigil controller exited ({exit}).\n{}",
+                k.log_tails(10)
+            )));
+        }
+        match probe(k) {
+            Ok(Some(value)) => return Ok(value),
+            Ok(None) => {}
+            Err(e) => last_error = format!(" (last error: {e})"),
+        }
+        if start.elapsed() > limit {
+            return Err(Stop::failed(format!(
+                "timed out after {} s waiting for {what}{last_error}.\n{}",
+                limit.as_secs(),
+                k.log_tails(5)
+            )));
+        }
+        pause(Duration::from_millis(200))?;
+    }
+}
+
+/// `vigil speaker` on every host: MetalLB's speaker flags, the admin kubeconfig, the key file.
+fn start_speakers(
+    k: &mut KubeCluster,
+    exe: &std::path::Path,
+    key_dir: &std::path::Path,
+    args: &Args,
+) -> Result<(), Stop> {
+    let kubeconfig = k.cp.kubeconfig_path().to_path_buf();
+    for i in 0..k.lab.hosts.len() {
+        let (name, ip) = (k.lab.hosts[i].name.clone(), k.lab.hosts[i].ip);
+        let flags: Vec<OsString> = vec![
+            "speaker".into(),
+            format!("--kubeconfig={}", kubeconfig.display()).into(),
+            format!("--namespace={METALLB_NS}").into(),
+            format!("--node-name={name}").into(),
+            format!("--pod-name=speaker-{name}").into(),
+            format!("--ml-bindaddr={ip}").into(),
+            format!(
+                "--ml-labels={}",
+                vigil_kubelab::metallb::speaker_label_selector()
+            )
+            .into(),
+            format!("--ml-secret-key-path={}", key_dir.display()).into(),
+            format!("--port={SPEAKER_PORT}").into(),
+            "--log-level=info".into(),
+            format!("--profile={}", args.profile.name()).into(),
+        ];
+        k.lab.start_speaker(i, exe, &flags)?;
+    }
+    Ok(())
+}
+
+/// Waits until every speaker sees all `n` members alive, the client hears exactly one host
+/// answer for `vip` (three rounds in a row), and the ServiceL2Status objects name exactly that
+/// host. The owner.
+fn settle(
+    k: &mut KubeCluster,
+    client: &kube::Client,
+    prober: &Prober,
+    vip: Ipv4Addr,
+    n: usize,
+) -> Result<String, Stop> {
+    let start = Instant::now();
+    let mut waiting_for;
+    loop {
+        check_interrupt()?;
+        if let Some((host, exit)) = k.lab.exited().into_iter().next() {
+            return Err(Stop::failed(format!(
+                "{host}'s speaker exited ({exit}).\n{}",
+                k.log_tails(10)
+            )));
+        }
+        if let Some(why) = prober.stopped() {
+            return Err(Stop::failed(why));
+        }
+        let heard: Vec<Mac> = {
+            let len = prober.len();
+            let last = prober.rounds_from(len.saturating_sub(3));
+            match last.as_slice() {
+                [a, b, c] if a.v4.len() == 1 && a.v4 == b.v4 && b.v4 == c.v4 => a.v4.clone(),
+                _ => Vec::new(),
+            }
+        };
+        let answering = heard
+            .first()
+            .and_then(|m| k.lab.host_by_mac(*m))
+            .map(|h| h.name.clone());
+        match answering {
+            None => waiting_for = format!("the client to hear one host answer for {vip}"),
+            Some(owner) => {
+                waiting_for = match k.cp.block_on(objects::status_nodes(client)) {
+                    Ok(nodes) if nodes == [owner.clone()] => match alive_members(k, &owner) {
+                        Some(alive) if alive == n => return Ok(owner),
+                        Some(alive) => {
+                            format!("{owner} to see {n} members alive (it sees {alive})")
+                        }
+                        None => format!("{owner}'s /status"),
+                    },
+                    Ok(nodes) => format!(
+                        "the ServiceL2Status objects to name {owner} alone (they name {nodes:?})"
+                    ),
+                    Err(e) => format!("the ServiceL2Status objects ({e})"),
+                };
+            }
+        }
+        if start.elapsed() > SETTLE_LIMIT {
+            return Err(Stop::failed(format!(
+                "the cluster did not settle within {} s: still waiting for {waiting_for}.\n\
+                 Last log lines:\n{}",
+                SETTLE_LIMIT.as_secs(),
+                k.log_tails(5)
+            )));
+        }
+        pause(Duration::from_millis(100))?;
+    }
+}
+
+/// How many members `host`'s speaker sees alive, from its `/status`.
+fn alive_members(k: &KubeCluster, host: &str) -> Option<usize> {
+    let h = k.lab.host(host)?;
+    let s = status_at(&h.ns, SocketAddr::from((h.ip, SPEAKER_PORT))).ok()?;
+    Some(s.members.iter().filter(|m| m.state == "alive").count())
+}
+
+/// Fails the owner as the scenario says (for api-down: the API server first), waits for
+/// another host to answer, shows the outage and the client's timeline, then the API's view
+/// (after the API server is back, for api-down). The summary's fields.
+#[allow(clippy::too_many_arguments)]
+fn fail_over(
+    args: &Args,
+    k: &mut KubeCluster,
+    client: &kube::Client,
+    prober: &Prober,
+    steps: &Steps,
+    owner: &str,
+    old_mac: Mac,
+    vip: Ipv4Addr,
+) -> Result<String, Stop> {
+    if args.scenario == Scenario::ApiDown {
+        let exit =
+            k.cp.stop()
+                .map_or_else(|| "killed after 30 s".to_string(), |s| s.to_string());
+        steps.say(&format!(
+            "api-down: the API server is stopped (SIGTERM; {exit}): the speakers keep what they last read"
+        ));
+        // Let every watch see the connection go, so the failover runs without an API server
+        // rather than racing its shutdown.
+        pause(Duration::from_millis(500))?;
+    }
+    let failed_at = prober.now();
+    let what = fail_owner(args.scenario, &mut k.lab, owner)?;
+    steps.say(&format!("{what}; the client asks every 10 ms"));
+    let (outage, _) = await_takeover(
+        prober,
+        failed_at,
+        old_mac,
+        false,
+        args.profile.takeover_limit(),
+    )
+    .map_err(|e| match e {
+        Stop::Failed(why) => Stop::failed(format!(
+            "{why} (profile {}).\n{}",
+            args.profile.name(),
+            k.log_tails(5)
+        )),
+        interrupted => interrupted,
+    })?;
+    let name_of = |lab: &Lab, mac: Mac| {
+        lab.host_by_mac(mac)
+            .map_or_else(|| format!("an unknown host ({mac})"), |h| h.name.clone())
+    };
+    let new_owner = name_of(&k.lab, outage.new_mac);
+    steps.say(&format!(
+        "{vip} answers from {new_owner} ({}) {} ms after the failure{}",
+        outage.new_mac,
+        ms(outage.takeover),
+        if args.scenario == Scenario::ApiDown {
+            ", with the API server down"
+        } else {
+            ""
+        }
+    ));
+    Steps::block(&describe(&outage, vip.to_string()));
+    if args.scenario == Scenario::Graceful {
+        let exit = k
+            .lab
+            .wait_exit(owner, Duration::from_secs(15))
+            .unwrap_or_else(|| "still running after 15 s".into());
+        Steps::block(&format!("{owner}'s speaker: {exit}"));
+    }
+    // A little of what came after, then the client's timeline around the failure.
+    pause(Duration::from_millis(300))?;
+    show_timeline(k, prober, &outage, failed_at, vip);
+    if let Some(h) = k.lab.host(&new_owner)
+        && let Ok(s) = status_at(&h.ns, SocketAddr::from((h.ip, SPEAKER_PORT)))
+        && owner_of(&s, &vip.to_string()).as_deref() == Some(new_owner.as_str())
+    {
+        steps.say(&format!("{new_owner}'s own view now (`vigil status`):"));
+        Steps::block(&render(&s));
+    }
+
+    if args.scenario == Scenario::ApiDown {
+        let started = Instant::now();
+        k.cp.start_again()
+            .map_err(|e| Stop::failed(format!("the API server did not come back: {e}")))?;
+        steps.say(&format!(
+            "the API server is back ({:.1} s to ready, same etcd data); waiting for {new_owner}'s ServiceL2Status",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let status_nodes = wait_status_naming(k, client, &new_owner)?;
+    steps.say(&format!(
+        "ServiceL2Status now names {} (the API's account of who announces):",
+        status_nodes.join(" and ")
+    ));
+    show(
+        k,
+        client,
+        &format!("kubectl get servicel2statuses -n {METALLB_NS}"),
+        &format!("/apis/metallb.io/v1beta1/namespaces/{METALLB_NS}/servicel2statuses"),
+    );
+    if status_nodes.iter().any(|n| n == owner) {
+        Steps::block(&format!(
+            "({owner}'s own object stays, as in a cluster, until its speaker Pod is deleted: \
+             it is the Pod's, and no kubelet runs here)"
+        ));
+    }
+    Ok(format!(
+        " new_owner={new_owner} silent_ms={} takeover_ms={} unanswered={} l2status={}",
+        ms(outage.silent),
+        ms(outage.takeover),
+        outage.unanswered,
+        status_nodes.join(",")
+    ))
+}
+
+/// The rounds from 50 ms before the failure to 300 ms after the takeover, run by run.
+fn show_timeline(
+    k: &KubeCluster,
+    prober: &Prober,
+    outage: &Outage,
+    failed_at: Duration,
+    vip: Ipv4Addr,
+) {
+    let from = failed_at.saturating_sub(Duration::from_millis(50));
+    let to = failed_at + outage.takeover + Duration::from_millis(300);
+    let runs = probe::timeline(&prober.rounds_from(0), Family::V4, from, to);
+    let text = probe::render_timeline(&runs, failed_at, |mac| {
+        k.lab
+            .host_by_mac(mac)
+            .map_or_else(|| mac.to_string(), |h| format!("{} ({mac})", h.name))
+    });
+    Steps::block(&format!(
+        "the client's ARP questions for {vip} (ms from the failure; who answered):\n{text}"
+    ));
+}
+
+/// Waits until a ServiceL2Status names `node`; every node named then.
+fn wait_status_naming(
+    k: &mut KubeCluster,
+    client: &kube::Client,
+    node: &str,
+) -> Result<Vec<String>, Stop> {
+    wait_for(
+        k,
+        &format!("a ServiceL2Status naming {node}"),
+        STATUS_LIMIT,
+        |k| {
+            let nodes = k.cp.block_on(objects::status_nodes(client))?;
+            Ok(nodes.iter().any(|n| n == node).then_some(nodes))
+        },
+    )
+}
