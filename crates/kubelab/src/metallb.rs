@@ -33,8 +33,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use kube::{Client, ResourceExt};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -394,6 +396,62 @@ pub async fn register_speakers(client: &Client, speakers: &[SpeakerConfig]) -> R
         create_pod(client, &speaker.pod()).await?;
     }
     Ok(())
+}
+
+/// Replaces the speaker's Pod as a DaemonSet update does once the old speaker has exited: the
+/// old Pod is deleted (at once: no kubelet runs here to finish a graceful deletion) and a new
+/// one is created under the same name, with a new UID, ready and with the same IP (speakers use
+/// host networking). vigil-testenv runs no garbage collector, so the `ServiceL2Status` objects
+/// the old Pod owned are deleted here, as Kubernetes' collector would delete them. Returns how
+/// many were collected.
+pub async fn replace_speaker_pod(client: &Client, speaker: &SpeakerConfig) -> Result<usize, Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &speaker.namespace);
+    let name = speaker.pod_name();
+    let old_uid = pods.get(&name).await?.metadata.uid.unwrap_or_default();
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    match pods.delete(&name, &now).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_not_found() => {}
+        Err(e) => return Err(e.into()),
+    }
+    // A deletion with grace 0 is immediate, but wait until the name is free all the same.
+    let end = Instant::now() + Duration::from_secs(10);
+    while pods.get_opt(&name).await?.is_some() {
+        if Instant::now() > end {
+            return Err(Error::Config(format!(
+                "Pod {name} still exists after its deletion"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let gvk = GroupVersionKind::gvk("metallb.io", "v1beta1", "ServiceL2Status");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "servicel2statuses");
+    let statuses: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &speaker.namespace, &resource);
+    let mut collected = 0;
+    for status in statuses.list(&ListParams::default()).await? {
+        let owned = status
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.kind == "Pod" && r.uid == old_uid);
+        if owned {
+            match statuses
+                .delete(&status.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => collected += 1,
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    create_pod(client, &speaker.pod()).await?;
+    Ok(collected)
 }
 
 /// The MetalLB controller's settings.
