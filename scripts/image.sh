@@ -35,7 +35,9 @@ CARGO_TARGET_DIR=$out/cargo \
   CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=symbols \
   cargo build -q --release --locked -p vigil --bin vigil --target x86_64-unknown-linux-gnu
 bin=$out/cargo/x86_64-unknown-linux-gnu/release/vigil
-if ldd "$bin" >/dev/null 2>&1; then
+# A static-pie binary has neither an interpreter nor NEEDED entries (ldd says "statically
+# linked" and exits 0, so it cannot tell).
+if readelf -l "$bin" | grep -q INTERP || readelf -d "$bin" | grep -q NEEDED; then
   echo "image.sh: $bin is dynamically linked" >&2
   exit 1
 fi
