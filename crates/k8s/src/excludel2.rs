@@ -4,12 +4,13 @@
 //!
 //! Format: a YAML map whose `announcedInterfacesToExclude` key (matched case-insensitively,
 //! as Go's JSON decoding does after sigs.k8s.io/yaml) holds a list of expressions. They are
-//! joined as `(r1)|(r2)|...` and searched unanchored in each interface name. A missing file or
-//! an empty list excludes nothing; a file that does not parse, or an expression that does not
-//! compile, is a startup error. Go's RE2 syntax and Rust's `regex` agree on everything the
-//! shipped list and ordinary patterns use.
+//! joined as `(r1)|(r2)|...` and searched unanchored in each interface name
+//! ([`vigil_l2_net::NamePatterns`], which the announcer's interface selection applies). A
+//! missing file or an empty list excludes nothing (MetalLB has no built-in list: its
+//! manifests ship [`DEFAULT_EXCLUDES`] in the ConfigMap); a file that does not parse, or an
+//! expression that does not compile, is a startup error.
 
-use regex::Regex;
+use vigil_l2_net::NamePatterns;
 
 /// The path MetalLB's speaker reads.
 pub const EXCLUDE_L2_PATH: &str = "/etc/metallb/excludel2.yaml";
@@ -33,10 +34,9 @@ pub const DEFAULT_EXCLUDES: [&str; 14] = [
 ];
 
 /// Interfaces excluded from announcing.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InterfaceExclusions {
-    patterns: Vec<String>,
-    regex: Option<Regex>,
+    patterns: Option<NamePatterns>,
 }
 
 /// Why the file cannot be used.
@@ -78,14 +78,21 @@ impl InterfaceExclusions {
         Self::from_patterns(patterns)
     }
 
+    /// Reads the file at `path`; a missing file excludes nothing, as in MetalLB.
+    pub fn read(path: &std::path::Path) -> Result<Self, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        Self::parse(text.as_deref()).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// Builds the exclusion from a list of expressions.
     pub fn from_patterns(patterns: Vec<String>) -> Result<Self, ExcludeError> {
-        let regex = if patterns.is_empty() {
-            None
-        } else {
-            Some(Regex::new(&format!("({})", patterns.join(")|(")))?)
-        };
-        Ok(Self { patterns, regex })
+        Ok(Self {
+            patterns: NamePatterns::new(patterns)?,
+        })
     }
 
     /// MetalLB's shipped list.
@@ -97,12 +104,12 @@ impl InterfaceExclusions {
 
     /// Whether the interface is excluded.
     pub fn excludes(&self, interface: &str) -> bool {
-        self.regex.as_ref().is_some_and(|r| r.is_match(interface))
+        self.patterns.as_ref().is_some_and(|p| p.matches(interface))
     }
 
     /// The expressions.
     pub fn patterns(&self) -> &[String] {
-        &self.patterns
+        self.patterns.as_ref().map_or(&[], NamePatterns::patterns)
     }
 }
 

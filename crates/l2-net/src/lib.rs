@@ -23,4 +23,4 @@ pub mod selection;
 
 pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle, VipCounters};
 pub use packet_socket::{Filter, PacketSocket};
-pub use selection::Selection;
+pub use selection::{NamePatterns, Selection};

@@ -1,5 +1,6 @@
 //! Which interfaces get a responder, after MetalLB's rules (`research/metallb-l2.md` 4.1), with
-//! per-family responders.
+//! per-family responders. Names are excluded by glob (standalone's list) or by MetalLB's
+//! regular expressions ([`NamePatterns`], Kubernetes mode's `excludel2.yaml`).
 
 use std::collections::BTreeSet;
 
@@ -58,6 +59,8 @@ pub enum Skip {
 pub struct Selection {
     /// Glob patterns (`*` matches any run of characters) of names never used.
     pub exclude: Vec<String>,
+    /// Regular expressions of names never used (MetalLB's `excludel2.yaml`), beside `exclude`.
+    pub exclude_matching: Option<NamePatterns>,
     /// If set, only these names are used.
     pub include: Option<BTreeSet<String>>,
 }
@@ -66,10 +69,54 @@ impl Default for Selection {
     fn default() -> Self {
         Self {
             exclude: DEFAULT_EXCLUDES.iter().map(|s| (*s).to_string()).collect(),
+            exclude_matching: None,
             include: None,
         }
     }
 }
+
+/// A list of regular expressions over interface names, matched as MetalLB's speaker matches
+/// its `announcedInterfacesToExclude` (`speaker/main.go:parseAnnouncedInterfacesToExclude`,
+/// `internal/layer2/announcer.go:updateInterfaces`): joined as `(r1)|(r2)|...` and searched
+/// anywhere in the name (Go's `MatchString` is unanchored; `^`/`$` anchor where written).
+///
+/// Go's RE2 syntax and the `regex` crate agree on everything interface names need; they
+/// differ only in `\d`, `\w`, `\s` and `\b`, which Rust reads as Unicode classes and Go as
+/// ASCII ones: the same answers on ASCII names.
+#[derive(Debug, Clone)]
+pub struct NamePatterns {
+    patterns: Vec<String>,
+    regex: regex::Regex,
+}
+
+impl NamePatterns {
+    /// Compiles the list; `None` for an empty one (it excludes nothing, as in MetalLB).
+    pub fn new(patterns: Vec<String>) -> Result<Option<Self>, regex::Error> {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        let regex = regex::Regex::new(&format!("({})", patterns.join(")|(")))?;
+        Ok(Some(Self { patterns, regex }))
+    }
+
+    /// Whether some expression matches somewhere in `name`.
+    pub fn matches(&self, name: &str) -> bool {
+        self.regex.is_match(name)
+    }
+
+    /// The expressions, as given.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+impl PartialEq for NamePatterns {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl Eq for NamePatterns {}
 
 /// Matches `name` against a glob where `*` stands for any run of characters.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
@@ -94,7 +141,12 @@ impl Selection {
     /// are sourced from the VIP itself (MetalLB #2685). The carrier must be up, so that a link
     /// whose cable comes back is treated as new and re-announced.
     pub fn qualify(&self, link: &Link, has_ipv6: bool) -> Result<Interface, Skip> {
-        if self.exclude.iter().any(|p| glob_match(p, &link.name)) {
+        if self.exclude.iter().any(|p| glob_match(p, &link.name))
+            || self
+                .exclude_matching
+                .as_ref()
+                .is_some_and(|p| p.matches(&link.name))
+        {
             return Err(Skip::Excluded);
         }
         if self
@@ -156,6 +208,32 @@ mod tests {
         assert!(!glob_match("lo", "lo0"));
         assert!(glob_match("*calico*", "vxlan.calico"));
         assert!(!glob_match("cni*", "eth0"));
+    }
+
+    /// MetalLB's list: unanchored search unless anchored, any expression of the list.
+    #[test]
+    fn name_patterns_search_as_metallb() {
+        let p = NamePatterns::new(vec!["^veth.*".into(), "th1".into(), "^lo$".into()])
+            .unwrap()
+            .unwrap();
+        for excluded in ["veth0", "eth1", "beth10", "lo"] {
+            assert!(p.matches(excluded), "{excluded}");
+        }
+        for kept in ["eth0", "myveth", "lo0", "blo"] {
+            assert!(!p.matches(kept), "{kept}");
+        }
+        assert!(NamePatterns::new(Vec::new()).unwrap().is_none());
+        assert!(NamePatterns::new(vec!["(".into()]).is_err());
+        let s = Selection {
+            exclude: Vec::new(),
+            exclude_matching: Some(p),
+            include: None,
+        };
+        assert_eq!(s.qualify(&link("eth1", RUNNING), true), Err(Skip::Excluded));
+        assert!(s.qualify(&link("veth-not-glob", RUNNING), true).is_err());
+        assert!(s.qualify(&link("eth0", RUNNING), true).is_ok());
+        // Without the default globs, names MetalLB's list does not name are used.
+        assert!(s.qualify(&link("docker0", RUNNING), true).is_ok());
     }
 
     #[test]

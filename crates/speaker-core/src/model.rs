@@ -107,6 +107,10 @@ pub struct InterfaceSelection {
     /// Never interfaces matching these globs; `None`: MetalLB's default exclusions
     /// (loopback, container bridges and veths, ...).
     pub exclude: Option<Vec<String>>,
+    /// Never interfaces whose name matches one of these regular expressions anywhere
+    /// (MetalLB's `excludel2.yaml`, searched unanchored as Go's `MatchString`), beside
+    /// `exclude`; `None` or empty: none.
+    pub exclude_matching: Option<Vec<String>>,
 }
 
 /// `announce.local_address`: the owner puts each VIP it announces on this device.

@@ -108,6 +108,10 @@ where
     if let Some(exclude) = &settings.interfaces.exclude {
         selection.exclude = exclude.clone();
     }
+    if let Some(patterns) = &settings.interfaces.exclude_matching {
+        selection.exclude_matching = vigil_l2_net::NamePatterns::new(patterns.clone())
+            .map_err(|e| RunError::Start(format!("interfaces.exclude_matching: {e}")))?;
+    }
     selection.include = settings.interfaces.include.clone();
     // Before anything answers: the device exists, the ARP sysctls are safe, and addresses a
     // crashed run left behind are gone (netlink round trips: off the async workers).

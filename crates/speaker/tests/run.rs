@@ -40,6 +40,7 @@ fn settings() -> StaticSettings {
         interfaces: InterfaceSelection {
             include: Some(BTreeSet::from(["vigil-none0".to_string()])),
             exclude: None,
+            exclude_matching: None,
         },
         local_address: None,
         http_listen: None,

@@ -388,6 +388,7 @@ impl Config {
             interfaces: InterfaceSelection {
                 include: self.interfaces.include.clone(),
                 exclude: self.interfaces.exclude.clone(),
+                exclude_matching: None,
             },
             local_address: self.local_address.as_ref().map(|l| LocalAddressSettings {
                 device: l.device.clone(),

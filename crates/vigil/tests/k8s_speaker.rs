@@ -100,6 +100,7 @@ impl VigilSpeaker {
         config: &SpeakerConfig,
         kubeconfig: &Path,
         key: &MemberlistKey,
+        extra_args: &[String],
     ) -> Self {
         let dir = lab.cp().work_dir().join("vigil").join(&config.node);
         let key_dir = dir.join("memberlist-key");
@@ -121,6 +122,7 @@ impl VigilSpeaker {
             .arg(format!("--ml-secret-key-path={}", key_dir.display()))
             .arg("--port=0")
             .arg("--log-level=info")
+            .args(extra_args)
             .env_remove("KUBECONFIG")
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -195,6 +197,17 @@ fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
 /// the pool and advertisement, and Service `smoke/web` at [`VIP`] with ready endpoints on
 /// every node; then the three vigil speakers. Returns the speakers, their configs and MACs.
 fn start_cluster(test: &str, tag: &str, allocate: Allocate) -> Option<Cluster> {
+    start_cluster_with(test, tag, allocate, |_, _| Vec::new())
+}
+
+/// [`start_cluster`], each speaker started with the extra arguments `extra_args` gives for
+/// its configuration (and its own directory).
+fn start_cluster_with(
+    test: &str,
+    tag: &str,
+    allocate: Allocate,
+    extra_args: impl Fn(&SpeakerConfig, &Path) -> Vec<String>,
+) -> Option<Cluster> {
     if !vigil_netlab::root_or_skip(test) {
         return None;
     }
@@ -258,7 +271,12 @@ fn start_cluster(test: &str, tag: &str, allocate: Allocate) -> Option<Cluster> {
     });
     let mut speakers: Vec<VigilSpeaker> = configs
         .iter()
-        .map(|c| VigilSpeaker::start(&lab, c, &kubeconfigs.speaker, &key))
+        .map(|c| {
+            let dir = lab.cp().work_dir().join("vigil").join(&c.node);
+            std::fs::create_dir_all(&dir).expect("speaker dir");
+            let extra = extra_args(c, &dir);
+            VigilSpeaker::start(&lab, c, &kubeconfigs.speaker, &key, &extra)
+        })
         .collect();
     if allocate == Allocate::VigilController {
         let mut controller = VigilSpeaker::start_controller(&lab);
@@ -626,5 +644,144 @@ fn vigil_controller_allocates_and_vigil_speakers_announce() {
     eprintln!(
         "{TEST}: allocated and answered by {owner}; total {:?}",
         started.elapsed()
+    );
+}
+
+/// Adds Service `smoke/<name>` at `ip` with ready endpoints on every node.
+fn add_service(lab: &KubeLab, configs: &[SpeakerConfig], name: &str, ip: Ipv4Addr) {
+    let client = lab.cp().client().expect("admin client");
+    lab.cp().block_on(async {
+        create_service(&client, &TestService::load_balancer("smoke", name))
+            .await
+            .expect("service");
+        let mut slice = TestSlice::for_service("smoke", name);
+        for (i, config) in configs.iter().enumerate() {
+            let endpoint = IpAddr::from([198, 18, 1, 20 + u8::try_from(i).unwrap()]);
+            slice = slice.endpoint(TestEndpoint::ready(endpoint, &config.node));
+        }
+        create_endpoint_slice(&client, &slice)
+            .await
+            .expect("endpoint slice");
+        let services: Api<Service> = Api::namespaced(client.clone(), "smoke");
+        let status = serde_json::json!({
+            "status": { "loadBalancer": { "ingress": [ { "ip": ip.to_string() } ] } }
+        });
+        services
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("write status.loadBalancer.ingress");
+    });
+}
+
+/// Asks for `ip` until `mac` alone answers (bounded by [`SETTLE_LIMIT`]); the last answers.
+fn wait_only_for(
+    lab: &KubeLab,
+    speakers: &mut [VigilSpeaker],
+    ip: Ipv4Addr,
+    mac: &str,
+) -> Vec<vigil_kubelab::ArpAnswer> {
+    let ns = lab.bridge().ns("client");
+    let end = Instant::now() + SETTLE_LIMIT;
+    loop {
+        let answers = arp_ask(&ns, "eth0", CLIENT_IP, ip, Duration::from_millis(200))
+            .expect("ask ARP from the client");
+        if (!answers.is_empty() && answers.iter().all(|a| a.mac == mac)) || Instant::now() > end {
+            return answers;
+        }
+        for s in speakers.iter_mut() {
+            s.check_running();
+        }
+    }
+}
+
+/// MetalLB's `excludel2.yaml` is a list of regular expressions searched anywhere in the
+/// interface name: `th0` excludes `eth0`. The node MetalLB's election ranks first for
+/// [`VIP`] excludes its only interface, so it wins and answers nowhere: nobody answers for
+/// the VIP (MetalLB does not re-run the election), while a second VIP owned by another node
+/// is answered. Restarted with MetalLB's shipped list (which keeps `eth0`), it answers.
+#[test]
+fn an_interface_excludel2_names_gets_no_arp_answer() {
+    const TEST: &str = "an_interface_excludel2_names_gets_no_arp_answer";
+    let nodes: Vec<&str> = SPEAKERS.iter().map(|(_, n, _)| *n).collect();
+    let owner = first(&nodes);
+    let shipped = format!(
+        "announcedInterfacesToExclude: {:?}\n",
+        vigil_k8s::excludel2::DEFAULT_EXCLUDES
+    );
+    let write = |dir: &Path, text: &str| {
+        let path = dir.join("excludel2.yaml");
+        std::fs::write(&path, text).expect("excludel2.yaml");
+        vec![format!("--excludel2={}", path.display())]
+    };
+    let Some((lab, mut speakers, configs, macs)) =
+        start_cluster_with(TEST, "vk-spx", Allocate::Test, |c, dir| {
+            if c.node == owner {
+                write(dir, "announcedInterfacesToExclude:\n  - th0\n")
+            } else {
+                write(dir, &shipped)
+            }
+        })
+    else {
+        return;
+    };
+    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
+    // A second VIP whose first-ranked node is another one proves the cluster answers.
+    let (other_ip, other_owner) = (201..=209)
+        .map(|d| Ipv4Addr::new(198, 18, 0, d))
+        .map(|ip| (ip, vigil_lb::rank(nodes.iter().copied(), IpAddr::V4(ip))[0]))
+        .find(|(_, o)| *o != owner)
+        .expect("a VIP another node owns");
+    add_service(&lab, &configs, "other", other_ip);
+    let other_index = nodes.iter().position(|n| *n == other_owner).expect("index");
+    let answers = wait_only_for(&lab, &mut speakers, other_ip, &macs[other_index]);
+    assert!(
+        !answers.is_empty() && answers.iter().all(|a| a.mac == macs[other_index]),
+        "{other_ip}: expected {other_owner} alone, got {answers:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    // A node that answered before it heard the owner hands over for at most a second
+    // (nobody claims the VIP): then ten questions in a row must go unanswered.
+    let ns = lab.bridge().ns("client");
+    let (mut silent, mut heard) = (0, Vec::new());
+    let end = Instant::now() + SETTLE_LIMIT;
+    while silent < 10 && Instant::now() < end {
+        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(200))
+            .expect("ask ARP from the client");
+        silent = if answers.is_empty() { silent + 1 } else { 0 };
+        heard.extend(answers);
+    }
+    assert_eq!(
+        silent,
+        10,
+        "{VIP}: {owner} excludes eth0 and wins, so nobody should answer; heard {heard:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    assert!(
+        heard.iter().all(|a| a.mac != macs[owner_index]),
+        "{owner} answered on its excluded eth0: {heard:?}"
+    );
+    // The same node with MetalLB's shipped list answers.
+    speakers[owner_index].kill();
+    let dir = lab.cp().work_dir().join("vigil").join(owner.as_str());
+    let key = MemberlistKey::new(
+        &std::fs::read_to_string(dir.join("memberlist-key").join("secretkey")).expect("key"),
+    );
+    let kubeconfigs = metallb::write_metallb_kubeconfigs(lab.cp()).expect("kubeconfigs");
+    speakers[owner_index] = VigilSpeaker::start(
+        &lab,
+        &configs[owner_index],
+        &kubeconfigs.speaker,
+        &key,
+        &write(&dir, &shipped),
+    );
+    let answers = wait_only_for(&lab, &mut speakers, VIP, &macs[owner_index]);
+    assert!(
+        !answers.is_empty() && answers.iter().all(|a| a.mac == macs[owner_index]),
+        "{VIP}: expected {owner} alone once eth0 is no longer excluded, got {answers:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    eprintln!(
+        "{TEST}: {owner} excluding eth0 by 'th0': never answered {VIP}, then 10 questions in a row unanswered ({} answers from others handing over before); {other_owner} answered {other_ip}; restarted with the shipped list, {owner} answered alone",
+        heard.len()
     );
 }

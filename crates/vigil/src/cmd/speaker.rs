@@ -7,6 +7,7 @@ use clap::{Args as ClapArgs, Parser};
 use std::process::ExitCode;
 use std::time::Duration;
 use vigil_gossip::Profile;
+use vigil_k8s::excludel2::InterfaceExclusions;
 use vigil_k8s::settings::{LogLevel, SpeakerArgs, SpeakerSettings};
 use vigil_speaker::model::{GossipSettings, InterfaceSelection, StaticSettings};
 
@@ -27,6 +28,14 @@ pub struct VigilOptions {
     /// Gossip timing profile: fast (vigil's, sub-second failover), lan (MetalLB's), wan, local.
     #[arg(long = "profile", env = "VIGIL_PROFILE", default_value = "fast")]
     pub profile: Profile,
+    /// MetalLB's interface exclusion file (`announcedInterfacesToExclude`: regular
+    /// expressions searched in interface names); a missing file excludes nothing, as in MetalLB.
+    #[arg(
+        long = "excludel2",
+        env = "VIGIL_EXCLUDEL2",
+        default_value = vigil_k8s::excludel2::EXCLUDE_L2_PATH
+    )]
+    pub excludel2: std::path::PathBuf,
     /// Fail-back hold-down after start (e.g. 30s); none by default, as in MetalLB.
     #[arg(long = "hold-down", env = "VIGIL_HOLD_DOWN", value_parser = super::parse_duration)]
     pub hold_down: Option<Duration>,
@@ -43,7 +52,11 @@ pub fn run(args: Args) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(2, e),
     };
-    let Some(statics) = static_settings(&settings, &args.vigil) else {
+    let exclusions = match InterfaceExclusions::read(&args.vigil.excludel2) {
+        Ok(e) => e,
+        Err(e) => return fail(2, format!("--excludel2 {e}")),
+    };
+    let Some(statics) = static_settings(&settings, &args.vigil, &exclusions) else {
         return fail(
             2,
             "memberlist is required: set --ml-bindaddr (METALLB_ML_BIND_ADDR) and --ml-labels (METALLB_ML_LABELS)",
@@ -114,8 +127,13 @@ fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// The speaker's restart-only settings: gossip on MetalLB's memberlist address and port.
-fn static_settings(settings: &SpeakerSettings, vigil: &VigilOptions) -> Option<StaticSettings> {
+/// The speaker's restart-only settings: gossip on MetalLB's memberlist address and port;
+/// interfaces excluded by MetalLB's list alone (no built-in globs, as in MetalLB).
+fn static_settings(
+    settings: &SpeakerSettings,
+    vigil: &VigilOptions,
+    exclusions: &InterfaceExclusions,
+) -> Option<StaticSettings> {
     let ml = settings.memberlist.as_ref()?;
     Some(StaticSettings {
         node_name: settings.node_name.clone(),
@@ -126,7 +144,11 @@ fn static_settings(settings: &SpeakerSettings, vigil: &VigilOptions) -> Option<S
             label: String::new(),
             rejoin_interval: Duration::from_secs(5),
         },
-        interfaces: InterfaceSelection::default(),
+        interfaces: InterfaceSelection {
+            include: None,
+            exclude: Some(Vec::new()),
+            exclude_matching: Some(exclusions.patterns().to_vec()),
+        },
         local_address: None,
         http_listen: settings.metrics_port.map(|p| (ml.bind_addr, p).into()),
         hold_down: vigil.hold_down,
