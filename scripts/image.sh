@@ -56,9 +56,18 @@ size=$(buildah --storage-driver "$driver" images --format '{{.Size}}' "$tag" | h
 echo "    image size: $size (OCI archive $(du -h "$out/vigil-$version.oci.tar" | cut -f1))"
 
 echo "=== run it"
-if need podman && podman --storage-driver "$driver" run --rm --network none "$tag" --version; then
-  podman --storage-driver "$driver" run --rm --network none "$tag" keygen >/dev/null
-  echo "    podman ran the image"
+# podman's default runtime here (crun) refuses hybrid cgroups and setting RLIMIT_NOFILE above
+# the current limit; runc with explicit limits runs where crun cannot.
+if [ "$(id -u)" = 0 ] && ! need runc && need apt-get; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc >/dev/null || true
+fi
+run=(podman --storage-driver "$driver")
+if need runc; then run+=(--runtime "$(command -v runc)"); fi
+run+=(run --rm --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
+  --cap-drop all --cap-add NET_RAW --read-only)
+if need podman && "${run[@]}" "$tag" --version; then
+  "${run[@]}" "$tag" keygen >/dev/null
+  echo "    podman ran the image (only CAP_NET_RAW, read-only root)"
 else
   echo "    podman cannot run containers on this machine; the image was built but not run"
 fi
