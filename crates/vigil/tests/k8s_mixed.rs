@@ -298,6 +298,8 @@ struct Prober {
     started: Instant,
     answers: Arc<Mutex<Vec<Answer>>>,
     rounds: Arc<AtomicU64>,
+    /// When each round was sent: a pause of the client itself (a loaded machine) shows here.
+    sent: Arc<Mutex<Vec<Duration>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<(), String>>>,
 }
@@ -309,10 +311,12 @@ impl Prober {
     fn start(ns: String, vips: Vec<Ipv4Addr>, limit: Duration) -> Self {
         let answers = Arc::new(Mutex::new(Vec::new()));
         let rounds = Arc::new(AtomicU64::new(0));
+        let sent = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let started = Instant::now();
         let thread = {
             let (answers, rounds, stop) = (answers.clone(), rounds.clone(), stop.clone());
+            let sent = sent.clone();
             std::thread::spawn(move || -> Result<(), String> {
                 let (ifindex, mac) = vigil_netlab::link(&ns, "eth0")?;
                 vigil_netlab::netns::enter(&ns).map_err(|e| e.to_string())?;
@@ -331,6 +335,10 @@ impl Prober {
                             let _ = socket.send(q);
                         }
                         rounds.fetch_add(1, Ordering::Relaxed);
+                        let mut sent = sent.lock().expect("sent");
+                        if sent.len() < MAX_ANSWERS {
+                            sent.push(started.elapsed());
+                        }
                         while next <= now {
                             next += PROBE_INTERVAL;
                         }
@@ -368,6 +376,7 @@ impl Prober {
             started,
             answers,
             rounds,
+            sent,
             stop,
             thread: Some(thread),
         }
@@ -407,6 +416,19 @@ impl Prober {
             last = a.at;
         }
         longest.max(to.saturating_sub(last))
+    }
+
+    /// The longest pause between two rounds the client sent in `[from, to]`: time in which
+    /// nobody could have answered because nobody was asked.
+    fn longest_pause(&self, from: Duration, to: Duration) -> Duration {
+        let sent = self.sent.lock().expect("sent");
+        let mut last = from;
+        let mut longest = Duration::ZERO;
+        for at in sent.iter().filter(|at| **at >= from && **at <= to) {
+            longest = longest.max(*at - last);
+            last = *at;
+        }
+        longest
     }
 
     /// Rounds in `[from, to]` in which two or more MACs answered for `vip`.
@@ -1041,6 +1063,8 @@ fn mixed_cluster_elects_one_owner_per_service() {
 struct PhaseGaps {
     gaps: BTreeMap<Ipv4Addr, Duration>,
     conflicts: usize,
+    /// The client's own longest pause between two rounds of questions.
+    client_pause: Duration,
 }
 
 impl PhaseGaps {
@@ -1051,6 +1075,7 @@ impl PhaseGaps {
                 .map(|v| (*v, prober.longest_gap(*v, from, to)))
                 .collect(),
             conflicts: vips.iter().map(|v| prober.conflicts(*v, from, to)).sum(),
+            client_pause: prober.longest_pause(from, to),
         }
     }
 
@@ -1062,6 +1087,11 @@ impl PhaseGaps {
         self.gaps
             .iter()
             .map(|(v, g)| format!("{v}={}", g.as_millis()))
+            .chain(std::iter::once(format!(
+                "(client's own longest pause {} ms, rounds with two answers: {})",
+                self.client_pause.as_millis(),
+                self.conflicts
+            )))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -1148,14 +1178,12 @@ fn restart(
     let leave = PhaseGaps::measure(prober, vips, leave_from, leave_to);
     let join = PhaseGaps::measure(prober, vips, join_from, join_to);
     eprintln!(
-        "migration: {step}: {node}: leave {:?}, longest gap per VIP (ms): {} (rounds with two answers: {}); \
-         join {:?}, longest gap per VIP (ms): {} (rounds with two answers: {})",
+        "migration: {step}: {node}: leave {:?}, longest gap per VIP (ms): {}; \
+         join {:?}, longest gap per VIP (ms): {}",
         leave_to - leave_from,
         leave.render(),
-        leave.conflicts,
         join_to - join_from,
         join.render(),
-        join.conflicts,
     );
     (leave, join)
 }
@@ -1270,16 +1298,19 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
         PROBE_INTERVAL.as_millis(),
         started.elapsed()
     );
+    // A pause of the client itself (the test process starved on a loaded machine) is no
+    // speaker's doing: it is added to the allowance of the phase it fell in.
+    let paused = |phase: &PhaseGaps| phase.client_pause.saturating_sub(PROBE_INTERVAL);
     for (node, (leave, join)) in &steps {
         assert!(
-            leave.max() <= allowed(base_leave.max()),
+            leave.max() <= allowed(base_leave.max()) + paused(leave),
             "{node}: the MetalLB speaker leaving left a VIP unanswered for {:?} ({}), MetalLB's own leave {:?}",
             leave.max(),
             leave.render(),
             base_leave.max()
         );
         assert!(
-            join.max() <= allowed(base_join.max()),
+            join.max() <= allowed(base_join.max()) + paused(join),
             "{node}: vigil joining left a VIP unanswered for {:?} ({}), MetalLB's own join {:?}",
             join.max(),
             join.render(),
