@@ -183,13 +183,20 @@ fn the_chart_has_the_kustomize_bases_crds_and_rbac() {
         rules_of(&fresh),
         "the chart's RBAC rules are the base's"
     );
-    // The replace-metallb overlay changes one rule: its own Deployment's name.
+    // The replace-metallb overlay changes only the names rules are limited to: MetalLB's
+    // Secret and Deployment.
     let replace =
         deploy::kustomize(&kubectl, "replace-metallb").expect("kustomize replace-metallb");
     let mut expected = rules_of(&fresh);
-    for rule in &mut expected.get_mut(&Program::Controller).unwrap().namespaced {
-        if rule.resources == ["deployments"] {
-            rule.names = vec!["controller".into()];
+    for rules in expected.values_mut() {
+        for rule in rules.cluster.iter_mut().chain(rules.namespaced.iter_mut()) {
+            for name in &mut rule.names {
+                *name = match name.as_str() {
+                    "vigil-memberlist" => "memberlist".into(),
+                    "vigil-controller" => "controller".into(),
+                    other => panic!("a rule limited to {other}"),
+                };
+            }
         }
     }
     assert_eq!(rules_of(&replace), expected, "replace-metallb's RBAC rules");
