@@ -113,7 +113,8 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Starts the workload's command (`[vigil, <sub>]`: our binary stands for the image's) with
+/// Starts the workload's command (`[/usr/bin/vigil, <sub>]`, as deploy/image/Containerfile
+/// installs it: our binary stands for the image's) with
 /// its arguments, `env`, and `--kubeconfig`, in namespace `netns`.
 fn start(
     lab: &KubeLab,
@@ -126,7 +127,7 @@ fn start(
     let command = strings(&container["command"]);
     assert_eq!(
         command.first().map(String::as_str),
-        Some("vigil"),
+        Some("/usr/bin/vigil"),
         "{name}: command {command:?}"
     );
     let dir = lab.cp().work_dir().join("rbac").join(name);
@@ -455,6 +456,32 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
         "{TEST}: nodeAssigned Event naming {owner}"
     );
 
+    // The DaemonSet's probes (path and named port) are what the speaker serves.
+    let port = speaker["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "metrics")
+        .and_then(|p| p["containerPort"].as_u64())
+        .expect("the metrics port");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(speaker[probe]["httpGet"]["port"], "metrics", "{probe}");
+        let path = speaker[probe]["httpGet"]["path"]
+            .as_str()
+            .expect("probe path");
+        for (host, node, ip) in NODES {
+            let addr = std::net::SocketAddr::from((ip, u16::try_from(port).unwrap()));
+            let status =
+                vigil_netlab::netns::run_in(&lab.bridge().ns(host), || http_status(addr, path))
+                    .expect("enter the host's namespace");
+            assert_eq!(
+                status.as_deref(),
+                Some("200"),
+                "{TEST}: {probe} GET {path} on {node} ({addr})"
+            );
+        }
+    }
+
     // And nobody was refused anything on the way.
     for p in &all {
         let log = p.log_text();
@@ -468,4 +495,16 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
         "{TEST}: with only our RBAC, vigil controller allocated {VIP} and created Secret {secret_name}; \
          {owner} announces it (ARP, ServiceL2Status, nodeAssigned), both speakers report Valid"
     );
+}
+
+/// The status code of `GET path` at `addr` (HTTP/1.0, bounded), or `None`.
+fn http_status(addr: std::net::SocketAddr, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).ok()?;
+    let line = String::from_utf8_lossy(&head[..n]).into_owned();
+    line.split_whitespace().nth(1).map(str::to_string)
 }
