@@ -454,7 +454,10 @@ mod tests {
         });
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4);
-        assert!(lines[0].starts_with("     -5 ..      -5 ms  old "), "{text}");
+        assert!(
+            lines[0].starts_with("     -5 ..      -5 ms  old "),
+            "{text}"
+        );
         assert!(
             lines[1].contains("+5 ..     +25 ms  no answer") && lines[1].ends_with("3 questions"),
             "{text}"

@@ -201,8 +201,9 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
 /// Shows a `kubectl get` table under the steps, or why it could not be had.
 fn show(k: &KubeCluster, client: &kube::Client, command: &str, path: &str) {
     match k.cp.block_on(tables::get(client, path)) {
-        Ok(table) => Steps::block(&format!("$ {command}\n{}", tables::render(&table))),
-        Err(e) => Steps::block(&format!("$ {command}\n(failed: {e})")),
+        // A blank line after each table ends it.
+        Ok(table) => Steps::block(&format!("$ {command}\n{}\n", tables::render(&table))),
+        Err(e) => Steps::block(&format!("$ {command}\n(failed: {e})\n\n")),
     }
 }
 
