@@ -14,6 +14,8 @@
 //!   baseline; then each node in turn gets the same treatment with vigil started instead. The
 //!   longest gap without an answer is measured per VIP and per phase (the old speaker leaving,
 //!   the new one joining) and compared with the baseline of the same phase in the same run.
+//!   Afterwards exactly one node answers for each VIP; then one node is rolled back to MetalLB
+//!   (the way back), held to the same allowance.
 //!
 //! Lab: the API server on `cp` (198.18.0.2), speaker hosts `a`..`d` (198.18.0.11-14), a client
 //! (198.18.0.100), one bridge. The tests write each Service's `status.loadBalancer.ingress`
@@ -1248,7 +1250,7 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
             nodes.len()
         );
         steps.push((
-            node.clone(),
+            format!("{node} (MetalLB -> vigil)"),
             restart(&step, &mut cluster, &mut prober, &vips, node, true),
         ));
     }
@@ -1274,6 +1276,32 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
         "every node runs vigil"
     );
 
+    // The way back: one node rolled back to MetalLB (vigil leaving to vigil, MetalLB joining
+    // a vigil cluster), held to the same allowance; then again exactly one node per VIP.
+    let back = nodes[1].clone();
+    steps.push((
+        format!("{back} (vigil -> MetalLB)"),
+        restart(
+            "rollback (vigil replaced by MetalLB)",
+            &mut cluster,
+            &mut prober,
+            &vips,
+            &back,
+            false,
+        ),
+    ));
+    let now = prober.now();
+    let settled_at = wait_owners(
+        "after the rollback",
+        &mut cluster,
+        &mut prober,
+        &vips,
+        &nodes,
+        now,
+    );
+    let tail = PhaseGaps::measure(&prober, &vips, settled_at - SETTLED_WINDOW, settled_at);
+    assert_eq!(tail.conflicts, 0, "two nodes answered after the rollback");
+
     let worst_leave = steps
         .iter()
         .map(|(_, (l, _))| l.max())
@@ -1287,7 +1315,7 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
     let allowed = |baseline: Duration| baseline * GAP_RATIO + PROBE_INTERVAL * GAP_SLACK_PROBES;
     eprintln!(
         "migration: summary (ms, longest gap of any VIP): MetalLB's own restart: leave {} join {}; \
-         migration steps: leave {} join {}; allowed: leave {} join {} \
+         migration and rollback steps: leave {} join {}; allowed: leave {} join {} \
          ({GAP_RATIO} x MetalLB's + {GAP_SLACK_PROBES} probe intervals of {} ms); total {:?}",
         base_leave.max().as_millis(),
         base_join.max().as_millis(),
@@ -1304,14 +1332,14 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
     for (node, (leave, join)) in &steps {
         assert!(
             leave.max() <= allowed(base_leave.max()) + paused(leave),
-            "{node}: the MetalLB speaker leaving left a VIP unanswered for {:?} ({}), MetalLB's own leave {:?}",
+            "{node}: the old speaker leaving left a VIP unanswered for {:?} ({}), MetalLB's own leave {:?}",
             leave.max(),
             leave.render(),
             base_leave.max()
         );
         assert!(
             join.max() <= allowed(base_join.max()) + paused(join),
-            "{node}: vigil joining left a VIP unanswered for {:?} ({}), MetalLB's own join {:?}",
+            "{node}: the new speaker joining left a VIP unanswered for {:?} ({}), MetalLB's own join {:?}",
             join.max(),
             join.render(),
             base_join.max()
