@@ -1,0 +1,172 @@
+//! Scale: one system with many Services and many Nodes. The five real speakers stay; the other
+//! Nodes are objects (no speaker could run there on two shared cores). Measured: how long
+//! until every Service has its ServiceL2Status (controller and speakers together), the
+//! speakers' CPU over that and when idle, their memory, the API requests, and the time from
+//! creating one more Service to its first ARP answer.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::lab::Bench;
+use crate::objects;
+use crate::phase::{self, Usage, Window};
+use crate::system::{Programs, Running, System};
+
+/// The scale namespace.
+pub(crate) const SCALE_NS: &str = "bench-scale";
+/// Scale Services ask for `198.18.32.0` upward.
+const FIRST_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 32, 0);
+/// Services created at once.
+const PARALLEL: usize = 16;
+
+/// The knobs of a scale run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScalePlan {
+    /// Services.
+    pub(crate) services: usize,
+    /// Creation trials once all are announced.
+    pub(crate) trials: usize,
+    /// The idle window.
+    pub(crate) idle: Duration,
+    /// Bound on the wait for every ServiceL2Status.
+    pub(crate) sync_limit: Duration,
+}
+
+/// What a scale run measured.
+#[derive(Debug, Clone)]
+pub(crate) struct ScaleResult {
+    /// Which system.
+    pub(crate) system: System,
+    /// How many Services.
+    pub(crate) services: usize,
+    /// From the first create to the last ServiceL2Status (`None`: not within the bound).
+    pub(crate) sync: Option<Duration>,
+    /// ServiceL2Status objects when the wait ended.
+    pub(crate) statuses: usize,
+    /// Creating the Services (the bench's own requests) took this long.
+    pub(crate) create_took: Duration,
+    /// The sync window and the speakers' usage over it.
+    pub(crate) sync_window: (Window, Usage),
+    /// Idle afterwards.
+    pub(crate) idle: (Window, Usage),
+    /// One more Service to its first ARP answer.
+    pub(crate) change: Vec<Duration>,
+    /// Creation trials unanswered.
+    pub(crate) change_missed: usize,
+    /// From deleting everything to no ServiceL2Status left (`None`: not within the bound).
+    pub(crate) drain: Option<Duration>,
+    /// What went wrong.
+    pub(crate) notes: Vec<String>,
+}
+
+/// Runs `system` with `plan.services` Services.
+pub(crate) fn run(
+    bench: &Bench,
+    programs: &Programs,
+    system: System,
+    plan: ScalePlan,
+) -> Result<ScaleResult, String> {
+    objects::ensure_ns(bench, SCALE_NS)?;
+    let mut running = Running::start(bench, programs, system)?;
+    let result = measure(bench, &mut running, plan);
+    let _ = objects::delete_all(bench, SCALE_NS);
+    let drain_start = Instant::now();
+    let mut drain = None;
+    while drain_start.elapsed() < plan.sync_limit {
+        if objects::count_statuses(bench, SCALE_NS).unwrap_or(usize::MAX) == 0 {
+            drain = Some(drain_start.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    running.stop();
+    let _ = objects::delete_statuses(bench);
+    result.map(|mut r| {
+        r.drain = drain;
+        r
+    })
+}
+
+fn measure(bench: &Bench, running: &mut Running, plan: ScalePlan) -> Result<ScaleResult, String> {
+    let system = running.system;
+    // Let the speakers join and list before the burst.
+    std::thread::sleep(Duration::from_secs(5));
+    let before = phase::read_all(running);
+    let from = SystemTime::now();
+    let start = Instant::now();
+    objects::create_many(bench, SCALE_NS, FIRST_IP, plan.services, PARALLEL)?;
+    let create_took = start.elapsed();
+    eprintln!(
+        "vigil-bench-k8s: scale {} {}: {} Services created in {create_took:?}",
+        system.name(),
+        plan.services,
+        plan.services
+    );
+    let mut sync = None;
+    let mut statuses = 0;
+    let mut notes = Vec::new();
+    while start.elapsed() < plan.sync_limit {
+        statuses = objects::count_statuses(bench, SCALE_NS)?;
+        if statuses >= plan.services {
+            sync = Some(start.elapsed());
+            break;
+        }
+        let dead = running.dead();
+        if !dead.is_empty() {
+            return Err(format!("exited: {}", dead.join(", ")));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    if sync.is_none() {
+        notes.push(format!(
+            "{statuses} of {} ServiceL2Status within {:?}",
+            plan.services, plan.sync_limit
+        ));
+    }
+    let window = Window {
+        from,
+        to: SystemTime::now(),
+    };
+    let after = phase::read_all(running);
+    let sync_window = (window, phase::usage(&before, &after, window.length()));
+    eprintln!(
+        "vigil-bench-k8s: scale {} {}: {statuses} ServiceL2Status after {:?}",
+        system.name(),
+        plan.services,
+        start.elapsed()
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let before = phase::read_all(running);
+    let from = SystemTime::now();
+    std::thread::sleep(plan.idle);
+    let window = Window {
+        from,
+        to: SystemTime::now(),
+    };
+    let after = phase::read_all(running);
+    let idle = (window, phase::usage(&before, &after, window.length()));
+    let mut change = Vec::new();
+    let mut change_missed = 0;
+    let base = u32::from(FIRST_IP) + u32::try_from(plan.services).map_err(|e| e.to_string())?;
+    for k in 0..plan.trials {
+        let ip = Ipv4Addr::from(base + u32::try_from(k).map_err(|e| e.to_string())?);
+        match phase::time_creation(bench, SCALE_NS, &format!("extra{k}"), ip)? {
+            Some(t) => change.push(t),
+            None => change_missed += 1,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Ok(ScaleResult {
+        system,
+        services: plan.services,
+        sync,
+        statuses,
+        create_took,
+        sync_window,
+        idle,
+        change,
+        change_missed,
+        drain: None,
+        notes,
+    })
+}
