@@ -44,6 +44,29 @@ pub struct Args {
     /// How long before the Lease ends the leader renews it (less than the duration).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub lease_grace: Duration,
+    /// How often the memberlist key is replaced (through the Secret's keyring; every live
+    /// vigil speaker follows); 0 turns rotation off, as does an empty --ml-secret-name.
+    #[arg(long, env = "VIGIL_KEY_ROTATION_PERIOD", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub key_rotation_period: Duration,
+    /// The least time between two steps of a rotation (longer than the speakers'
+    /// acknowledgement heartbeat).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub key_rotation_settle: Duration,
+    /// How long the old key stays accepted after the new one became primary at least (a
+    /// speaker starting from a kubelet-mounted copy of the Secret, which lags, still finds
+    /// the key in use).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub key_rotation_retain: Duration,
+    /// Address to serve `/metrics` on (e.g. 0.0.0.0:7472); none by default.
+    #[arg(long = "metrics-addr", env = "VIGIL_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// The key rotation's checked settings (`None` from [`Args::rotation`]: rotation is off).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RotationFlags {
+    /// The timing.
+    pub policy: crate::rotation::Policy,
 }
 
 /// Checked settings: what [`crate::run`] takes.
@@ -86,6 +109,14 @@ pub enum ArgsError {
     /// No identity given and no host name to fall back on.
     #[error("--identity is empty and the host name is unknown")]
     NoIdentity,
+    /// A rotation time that cannot work.
+    #[error("--{flag} {value:?} must be at least 1s")]
+    RotationTime {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: Duration,
+    },
 }
 
 impl Args {
@@ -127,6 +158,34 @@ impl Args {
     }
 }
 
+impl Args {
+    /// The rotation's settings, or `None` when `--key-rotation-period` is 0.
+    pub fn rotation(&self) -> Result<Option<RotationFlags>, ArgsError> {
+        if self.key_rotation_period.is_zero() {
+            return Ok(None);
+        }
+        if self.ml_secret_name.is_empty() {
+            // No Secret is managed here (MetalLB's manifests always name one).
+            return Ok(None);
+        }
+        for (flag, value) in [
+            ("key-rotation-period", self.key_rotation_period),
+            ("key-rotation-settle", self.key_rotation_settle),
+        ] {
+            if value < Duration::from_secs(1) {
+                return Err(ArgsError::RotationTime { flag, value });
+            }
+        }
+        Ok(Some(RotationFlags {
+            policy: crate::rotation::Policy {
+                period: self.key_rotation_period,
+                settle: self.key_rotation_settle,
+                retain: self.key_rotation_retain,
+            },
+        }))
+    }
+}
+
 fn host_name() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -165,6 +224,22 @@ mod tests {
         assert_eq!(s.deployment, None);
         assert_eq!(s.lb_class.as_deref(), Some("vigil"));
         assert_eq!((s.lease_seconds, s.grace_seconds), (15, 5));
+    }
+
+    #[test]
+    fn rotation_flags() {
+        let rotation = |argv: &[&str]| {
+            let mut full = vec!["controller"];
+            full.extend_from_slice(argv);
+            Cli::try_parse_from(full).unwrap().args.rotation()
+        };
+        let on = rotation(&["--ml-secret-name=memberlist"]).unwrap().unwrap();
+        assert_eq!(on.policy.period, Duration::from_secs(24 * 3600));
+        assert_eq!(rotation(&["--key-rotation-period=0"]), Ok(None));
+        // No Secret named: nothing to rotate.
+        assert_eq!(rotation(&[]), Ok(None));
+        let e = rotation(&["--ml-secret-name=m", "--key-rotation-settle=10ms"]).unwrap_err();
+        assert!(e.to_string().contains("--key-rotation-settle"), "{e}");
     }
 
     #[test]

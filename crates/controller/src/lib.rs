@@ -18,6 +18,7 @@
 //! - [`pools`]: IPAddressPools read as `lb::pool` pools, counters as pool status (pure).
 //! - [`events`]: MetalLB's Service events for a convergence (pure).
 //! - [`secret`]: the memberlist Secret in MetalLB's format.
+//! - [`rotation`]: the memberlist key rotating itself through the Secret's keyring.
 #![forbid(unsafe_code)]
 
 pub mod args;
@@ -25,6 +26,7 @@ pub mod engine;
 pub mod events;
 pub mod leader;
 pub mod pools;
+pub mod rotation;
 pub mod secret;
 pub mod service;
 

@@ -14,6 +14,8 @@
 //! - [`addr`], [`selector`]: Go's address and Kubernetes' label-selector rules.
 //! - [`secret`], [`excludel2`], [`memberlist_file`], [`settings`]: the speaker's key file,
 //!   interface exclusion list, memberlist tuning file, and command line / environment.
+//! - [`key_ack`], [`keyring`]: key rotation's speaker side: the acknowledgement Lease, and
+//!   the keyring followed from the memberlist Secret.
 //! - [`source`], [`sink`]: the API half: reflectors feeding the speaker's snapshots, and the
 //!   ServiceL2Status / event writer.
 #![forbid(unsafe_code)]
@@ -24,6 +26,8 @@ pub mod crd;
 pub mod election;
 pub mod excludel2;
 mod go_duration;
+pub mod key_ack;
+pub mod keyring;
 pub mod memberlist_file;
 pub mod secret;
 pub mod selector;

@@ -66,6 +66,16 @@ pub trait StatusSink: Send {
     fn notice(&mut self, action: &Action) {
         let _ = action;
     }
+    /// The gossip view after a membership event or the first join (Kubernetes mode reports
+    /// the members it sees in its key acknowledgement).
+    fn members(&mut self, members: &[crate::core::Member]) {
+        let _ = members;
+    }
+    /// A keyring from the source was installed with `Memberlist::set_keyring` (`Ok`) or
+    /// refused (the old keys stay); Kubernetes mode acknowledges what is installed.
+    fn keyring(&mut self, keys: &[SecretKey], result: Result<(), String>) {
+        let _ = (keys, result);
+    }
 }
 
 impl StatusSink for () {}
@@ -235,13 +245,16 @@ where
             Some(next) = desired.next(), if !stopping => core.handle_desired(now(), next),
             Some(keys) = keyrings.next(), if !stopping => {
                 let n = keys.len();
-                match gossip.set_keyring(keys).await {
+                let result = gossip.set_keyring(keys.clone()).await.map_err(|e| e.to_string());
+                match &result {
                     Ok(()) => info!(event = "keyring_reloaded", keys = n, "keyring reloaded"),
                     Err(e) => error!(event = "keyring_rejected", error = %e, "keyring rejected; old keys kept"),
                 }
+                runner.sink.keyring(&keys, result);
             }
             _ = &mut first_join, if !core.joined() && !stopping => {
                 let view = runner.members().await;
+                runner.sink.members(&view);
                 core.handle_first_join(now(), view);
             }
             () = timer => core.handle_timeout(now()),
@@ -338,6 +351,7 @@ impl<S: StatusSink> Runner<S> {
         };
         self.lock().member_events.record(kind);
         let view = self.members().await;
+        self.sink.members(&view);
         core.handle_members(now(), Some(kind), view);
     }
 

@@ -46,10 +46,46 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
     };
+    let rotation = match args.controller.rotation() {
+        Ok(r) => r,
+        Err(e) => return fail(2, e),
+    };
+    let metrics_addr = args.controller.metrics_addr;
     let controller = async move {
         let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
         let client = super::speaker::kube_client(args.kubeconfig.as_deref()).await?;
-        vigil_controller::run(settings, client, shutdown)
+        // One shutdown for the allocator, the rotation and the metrics route.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let metrics = vigil_controller::rotation::metrics::SharedMetrics::default();
+        if let Some(addr) = metrics_addr {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
+            let router = vigil_controller::rotation::metrics::router(metrics.clone());
+            tokio::spawn(vigil_observe::http::serve(listener, router, stopped()));
+        }
+        if let (Some(flags), Some(secret_name)) = (rotation, settings.ml_secret_name.clone()) {
+            let rotation = vigil_controller::rotation::RotationSettings {
+                namespace: settings.namespace.clone(),
+                secret_name,
+                policy: flags.policy,
+                identity: settings.identity.clone(),
+                lease_name: settings.lease_name.clone(),
+            };
+            let run = vigil_controller::rotation::run(rotation, client.clone(), metrics, stopped());
+            tokio::spawn(run);
+        }
+        vigil_controller::run(settings, client, stopped())
             .await
             .map_err(|e| e.to_string())
     };

@@ -42,6 +42,17 @@ pub struct VigilOptions {
     /// Gratuitous ARP / NA refresh period for owned VIPs (none by default).
     #[arg(long = "refresh", env = "VIGIL_REFRESH", value_parser = super::parse_duration)]
     pub refresh: Option<Duration>,
+    /// The memberlist Secret in --namespace, followed live for key rotation (its keyring
+    /// entry, else `secretkey`); empty: only the mounted `secretkey` file, polled.
+    #[arg(
+        long = "ml-secret-name",
+        env = "METALLB_ML_SECRET_NAME",
+        default_value = "memberlist"
+    )]
+    pub ml_secret_name: String,
+    /// Heartbeat of this node's key acknowledgement Lease (valid for three of them).
+    #[arg(long = "key-ack-interval", default_value = "5s", value_parser = super::parse_duration)]
+    pub key_ack_interval: Duration,
 }
 
 /// Runs `vigil speaker`.
@@ -73,7 +84,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(speak(settings, statics)) {
+    match runtime.block_on(speak(settings, statics, args.vigil)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(event = "failed", error = %e, "vigil speaker failed");
@@ -156,10 +167,16 @@ fn static_settings(
     })
 }
 
-async fn speak(settings: SpeakerSettings, statics: StaticSettings) -> Result<(), String> {
+async fn speak(
+    mut settings: SpeakerSettings,
+    statics: StaticSettings,
+    vigil: VigilOptions,
+) -> Result<(), String> {
     let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
     let mut shutdown = std::pin::pin!(shutdown);
     let client = kube_client(settings.kubeconfig.as_deref()).await?;
+    // Key rotation: the keyring follows the Secret (vigil_k8s::keyring), not the file.
+    let keyring = keyring_options(&mut settings, &vigil);
     let shared = vigil_k8s::source::Shared::default();
     // Nothing is announced before every store has listed; a signal meanwhile just stops.
     let started = tokio::select! {
@@ -168,14 +185,51 @@ async fn speak(settings: SpeakerSettings, statics: StaticSettings) -> Result<(),
     };
     let (source, stores) = started.map_err(|e| format!("kubernetes: {e}"))?;
     let sink = vigil_k8s::sink::K8sSink::start(
-        client,
+        client.clone(),
         &settings.namespace,
         &settings.node_name,
         settings.pod_name.as_deref(),
         shared,
         &stores,
     );
-    vigil_speaker::run(statics, source, sink, shutdown)
+    let Some(keyring) = keyring else {
+        return vigil_speaker::run(statics, source, sink, shutdown)
+            .await
+            .map_err(|e| e.to_string());
+    };
+    let follow = vigil_k8s::keyring::start(client, keyring, source.counters.clone()).await?;
+    let source = vigil_speaker::Source {
+        initial_keys: follow.initial_keys,
+        keyrings: follow.keyrings,
+        initial: source.initial,
+        desired: source.desired,
+        health: source.health,
+        counters: source.counters,
+    };
+    vigil_speaker::run(statics, source, follow.acks.sink(sink), shutdown)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Where the keyring is followed from, when a Secret is named; the source then leaves the
+/// key file alone.
+fn keyring_options(
+    settings: &mut SpeakerSettings,
+    vigil: &VigilOptions,
+) -> Option<vigil_k8s::keyring::KeyringOptions> {
+    let ml = settings.memberlist.as_mut()?;
+    if vigil.ml_secret_name.is_empty() {
+        return None;
+    }
+    Some(vigil_k8s::keyring::KeyringOptions {
+        namespace: settings.namespace.clone(),
+        secret_name: vigil.ml_secret_name.clone(),
+        key_dir: ml
+            .secret_key_file
+            .take()
+            .and_then(|f| f.parent().map(Into::into)),
+        derivation: ml.key_derivation,
+        node: settings.node_name.clone(),
+        ack_interval: vigil.key_ack_interval,
+    })
 }
