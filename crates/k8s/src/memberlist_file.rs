@@ -8,8 +8,17 @@
 //! false (MetalLB's comment says every field is required; only durations are enforced), and
 //! a missing, `null` or malformed duration is an error (`time.ParseDuration("")` fails).
 //!
-//! vigil is stricter where Go would run with a broken value: a negative duration or count is
-//! an error naming the field.
+//! vigil is stricter where Go would run with a broken value: a negative duration or count, or
+//! a value vigil's engine refuses (a zero probe interval, a probe timeout above the interval,
+//! a zero multiplier, a UDP buffer outside 200-65000 bytes), is an error naming the file's
+//! field.
+//!
+//! Honoured ([`HONOURED`]): every field that sets memberlist's failure detection and
+//! dissemination. Read but without effect ([`NOT_USED`]): `GossipVerifyIncoming` and
+//! `GossipVerifyOutgoing` (vigil encrypts whenever it has a key and drops what it cannot
+//! decrypt), `EnableCompression` (vigil decodes compressed messages and never sends them),
+//! `HandoffQueueDepth` and `QueueCheckInterval` (Go's queue, which vigil's engine does not
+//! have).
 
 use crate::go_duration;
 use serde_json::Value;
@@ -17,6 +26,33 @@ use std::time::Duration;
 
 /// The path MetalLB's speaker reads.
 pub const MEMBERLIST_CONFIG_PATH: &str = "/etc/metallb/memberlist/config.json";
+
+/// The file's fields that set vigil's gossip, with the engine setting each one sets.
+pub const HONOURED: [(&str, &str); 14] = [
+    ("TCPTimeout", "tcp_timeout"),
+    ("IndirectChecks", "indirect_checks"),
+    ("RetransmitMult", "retransmit_mult"),
+    ("SuspicionMult", "suspicion_mult"),
+    ("SuspicionMaxTimeoutMult", "suspicion_max_timeout_mult"),
+    ("PushPullInterval", "push_pull_interval"),
+    ("ProbeTimeout", "probe_timeout"),
+    ("ProbeInterval", "probe_interval"),
+    ("DisableTcpPings", "disable_tcp_pings"),
+    ("AwarenessMaxMultiplier", "awareness_max_multiplier"),
+    ("GossipNodes", "gossip_nodes"),
+    ("GossipInterval", "gossip_interval"),
+    ("GossipToTheDeadTime", "gossip_to_the_dead_time"),
+    ("UDPBufferSize", "udp_buffer_size"),
+];
+
+/// The file's fields that are read (and type-checked) but change nothing in vigil.
+pub const NOT_USED: [&str; 5] = [
+    "GossipVerifyIncoming",
+    "GossipVerifyOutgoing",
+    "EnableCompression",
+    "HandoffQueueDepth",
+    "QueueCheckInterval",
+];
 
 /// The file's settings, typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +130,14 @@ pub enum MemberlistFileError {
         field: &'static str,
         /// The value as written.
         value: String,
+    },
+    /// vigil: a value the gossip engine cannot run with.
+    #[error("memberlist config file: field {field}: {problem}")]
+    Unusable {
+        /// The field (MetalLB's key).
+        field: &'static str,
+        /// What is wrong, in the engine's words.
+        problem: String,
     },
 }
 
@@ -211,9 +255,24 @@ impl MemberlistTuning {
         })
     }
 
+    /// Reads and checks the file at `path`: `Ok(None)` when there is none (MetalLB then keeps
+    /// its defaults, vigil its profile); errors name the file and the field.
+    pub fn read(path: &std::path::Path) -> Result<Option<vigil_gossip::Config>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        Self::parse(&text)
+            .and_then(|t| t.to_gossip_config())
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// vigil's gossip settings: memberlist's LAN defaults with the file's values laid over, as
-    /// MetalLB does, then checked (a zero probe interval, say, is an error here, not a hang).
-    pub fn to_gossip_config(&self) -> Result<vigil_gossip::Config, vigil_gossip::ConfigError> {
+    /// MetalLB does, then checked (a zero probe interval, say, is an error here, not a hang),
+    /// the error naming the file's field.
+    pub fn to_gossip_config(&self) -> Result<vigil_gossip::Config, MemberlistFileError> {
         let mut c = vigil_gossip::Config::lan();
         c.tcp_timeout = self.tcp_timeout;
         c.indirect_checks = self.indirect_checks;
@@ -229,7 +288,13 @@ impl MemberlistTuning {
         c.gossip_interval = self.gossip_interval;
         c.gossip_to_the_dead_time = self.gossip_to_the_dead_time;
         c.udp_buffer_size = self.udp_buffer_size;
-        c.validate()?;
+        c.validate().map_err(|e| MemberlistFileError::Unusable {
+            field: HONOURED
+                .iter()
+                .find(|(_, engine)| *engine == e.field)
+                .map_or(e.field, |(key, _)| *key),
+            problem: e.problem,
+        })?;
         Ok(c)
     }
 }
@@ -275,7 +340,45 @@ mod tests {
         let no_mult = LAN.replace(r#""SuspicionMult": 4,"#, "");
         let t = MemberlistTuning::parse(&no_mult).unwrap();
         assert_eq!(t.suspicion_mult, 0);
-        assert_eq!(t.to_gossip_config().unwrap_err().field, "suspicion_mult");
+        assert_eq!(
+            t.to_gossip_config().unwrap_err().to_string(),
+            "memberlist config file: field SuspicionMult: must be at least 1"
+        );
+        let slow = LAN.replace(r#""ProbeTimeout": "500ms""#, r#""ProbeTimeout": "2s""#);
+        let err = MemberlistTuning::parse(&slow).unwrap().to_gossip_config();
+        assert!(matches!(
+            err,
+            Err(MemberlistFileError::Unusable {
+                field: "ProbeTimeout",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_missing_file_is_none_and_a_bad_one_names_file_and_field() {
+        let dir = std::env::temp_dir().join(format!("vigil-mlcfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.json");
+        assert_eq!(MemberlistTuning::read(&path), Ok(None));
+        std::fs::write(
+            &path,
+            LAN.replace(r#""ProbeInterval": "1s""#, r#""ProbeInterval": "0s""#),
+        )
+        .unwrap();
+        let err = MemberlistTuning::read(&path).unwrap_err();
+        assert!(
+            err.contains("config.json") && err.contains("field ProbeInterval"),
+            "{err}"
+        );
+        std::fs::write(
+            &path,
+            LAN.replace(r#""ProbeInterval": "1s""#, r#""ProbeInterval": "2s""#),
+        )
+        .unwrap();
+        let c = MemberlistTuning::read(&path).unwrap().unwrap();
+        assert_eq!(c.probe_interval, Duration::from_secs(2));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

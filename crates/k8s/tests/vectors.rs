@@ -344,6 +344,7 @@ fn core_announces(
             profile: vigil_gossip::Profile::Fast,
             label: String::new(),
             rejoin_interval: Duration::from_secs(5),
+            tuning: None,
         },
         interfaces: InterfaceSelection::default(),
         local_address: None,

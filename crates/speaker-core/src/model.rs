@@ -59,6 +59,7 @@ impl StaticSettings {
             profile,
             label,
             rejoin_interval,
+            tuning,
         } = gossip;
         let mut out = Vec::new();
         let mut check = |changed: bool, field| {
@@ -75,6 +76,7 @@ impl StaticSettings {
             *rejoin_interval != other.gossip.rejoin_interval,
             "gossip.rejoin_interval",
         );
+        check(*tuning != other.gossip.tuning, "gossip.tuning");
         check(*interfaces != other.interfaces, "interfaces");
         check(*local_address != other.local_address, "local_address");
         check(*http_listen != other.http_listen, "http_listen");
@@ -97,6 +99,9 @@ pub struct GossipSettings {
     pub label: String,
     /// How often seeds that are not live members are joined again, so healed partitions merge.
     pub rejoin_interval: Duration,
+    /// The whole engine configuration, in place of the profile's (Kubernetes mode: MetalLB's
+    /// memberlist `config.json`); `None`: the profile's.
+    pub tuning: Option<vigil_gossip::Config>,
 }
 
 /// Which interfaces the announcer uses.

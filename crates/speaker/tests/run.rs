@@ -35,6 +35,7 @@ fn settings() -> StaticSettings {
             profile: vigil_gossip::Profile::Fast,
             label: String::new(),
             rejoin_interval: Duration::from_secs(1),
+            tuning: None,
         },
         // No interface has this name: the announcer opens no packet socket.
         interfaces: InterfaceSelection {

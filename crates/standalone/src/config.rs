@@ -384,6 +384,7 @@ impl Config {
                 profile: self.gossip.profile,
                 label: self.gossip.label.clone(),
                 rejoin_interval: self.gossip.rejoin_interval,
+                tuning: None,
             },
             interfaces: InterfaceSelection {
                 include: self.interfaces.include.clone(),

@@ -785,3 +785,58 @@ fn an_interface_excludel2_names_gets_no_arp_answer() {
         heard.len()
     );
 }
+
+/// A bad MetalLB file stops `vigil speaker` before anything starts (no API server needed):
+/// exit code 2 and a message naming the file and the field.
+#[test]
+fn bad_speaker_files_stop_the_start_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("vigil-spk-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let none = |name: &str| dir.join(name).display().to_string();
+    let run = |excludel2: String, memberlist_config: String| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args([
+                "speaker",
+                "--node-name=node-a",
+                "--namespace=metallb-system",
+                "--ml-bindaddr=127.0.0.1",
+                "--ml-labels=app=metallb",
+                "--port=0",
+            ])
+            .arg(format!("--excludel2={excludel2}"))
+            .arg(format!("--memberlist-config={memberlist_config}"))
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("run vigil speaker");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"TCPTimeout": "10s", "IndirectChecks": 3, "RetransmitMult": 4, "SuspicionMult": 4,
+            "SuspicionMaxTimeoutMult": 6, "PushPullInterval": "30s", "ProbeTimeout": "2s",
+            "ProbeInterval": "1s", "DisableTcpPings": false, "AwarenessMaxMultiplier": 8,
+            "GossipNodes": 3, "GossipInterval": "200ms", "GossipToTheDeadTime": "30s",
+            "GossipVerifyIncoming": true, "GossipVerifyOutgoing": true, "EnableCompression": true,
+            "HandoffQueueDepth": 1024, "UDPBufferSize": 1400, "QueueCheckInterval": "30s"}"#,
+    )
+    .expect("config.json");
+    let (code, stderr) = run(none("none.yaml"), config.display().to_string());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("config.json") && stderr.contains("field ProbeTimeout"),
+        "{stderr}"
+    );
+    let exclude = dir.join("excludel2.yaml");
+    std::fs::write(&exclude, "announcedInterfacesToExclude: ['^eth(']\n").expect("excludel2");
+    let (code, stderr) = run(exclude.display().to_string(), none("none.json"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("excludel2.yaml") && stderr.contains("announcedInterfacesToExclude"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

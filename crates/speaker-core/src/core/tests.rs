@@ -20,6 +20,7 @@ fn settings(node: &str, hold_down: Option<Duration>, local_address: bool) -> Sta
             profile: vigil_gossip::Profile::Fast,
             label: String::new(),
             rejoin_interval: Duration::from_secs(5),
+            tuning: None,
         },
         interfaces: InterfaceSelection::default(),
         local_address: local_address.then(|| LocalAddressSettings {

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use vigil_gossip::Profile;
 use vigil_k8s::excludel2::InterfaceExclusions;
+use vigil_k8s::memberlist_file::MemberlistTuning;
 use vigil_k8s::settings::{LogLevel, SpeakerArgs, SpeakerSettings};
 use vigil_speaker::model::{GossipSettings, InterfaceSelection, StaticSettings};
 
@@ -36,6 +37,15 @@ pub struct VigilOptions {
         default_value = vigil_k8s::excludel2::EXCLUDE_L2_PATH
     )]
     pub excludel2: std::path::PathBuf,
+    /// MetalLB v0.16's memberlist tuning file; when it exists, memberlist's LAN defaults with
+    /// its values laid over replace --profile, as in MetalLB (docs/KUBERNETES.md lists the
+    /// fields honoured).
+    #[arg(
+        long = "memberlist-config",
+        env = "VIGIL_MEMBERLIST_CONFIG",
+        default_value = vigil_k8s::memberlist_file::MEMBERLIST_CONFIG_PATH
+    )]
+    pub memberlist_config: std::path::PathBuf,
     /// Fail-back hold-down after start (e.g. 30s); none by default, as in MetalLB.
     #[arg(long = "hold-down", env = "VIGIL_HOLD_DOWN", value_parser = super::parse_duration)]
     pub hold_down: Option<Duration>,
@@ -67,7 +77,11 @@ pub fn run(args: Args) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(2, format!("--excludel2 {e}")),
     };
-    let Some(statics) = static_settings(&settings, &args.vigil, &exclusions) else {
+    let tuning = match MemberlistTuning::read(&args.vigil.memberlist_config) {
+        Ok(t) => t,
+        Err(e) => return fail(2, format!("--memberlist-config {e}")),
+    };
+    let Some(mut statics) = static_settings(&settings, &args.vigil, &exclusions) else {
         return fail(
             2,
             "memberlist is required: set --ml-bindaddr (METALLB_ML_BIND_ADDR) and --ml-labels (METALLB_ML_LABELS)",
@@ -75,6 +89,14 @@ pub fn run(args: Args) -> ExitCode {
     };
     if let Err(e) = init_json_logs(&settings.log_level) {
         return fail(2, e);
+    }
+    if let Some(config) = tuning {
+        tracing::info!(
+            event = "memberlist_config_loaded",
+            path = %args.vigil.memberlist_config.display(),
+            "memberlist config file in force; --profile ignored"
+        );
+        statics.gossip.tuning = Some(config);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -154,6 +176,7 @@ fn static_settings(
             profile: vigil.profile,
             label: String::new(),
             rejoin_interval: Duration::from_secs(5),
+            tuning: None,
         },
         interfaces: InterfaceSelection {
             include: None,
