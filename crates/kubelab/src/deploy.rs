@@ -130,21 +130,26 @@ pub fn helm_template(helm: &Path, args: &[&str]) -> Result<String, Error> {
         .args(["template", "vigil"])
         .arg(chart_dir())
         .args(["--namespace", NAMESPACE, "--include-crds"])
-        .args(args)
-        // Helm keeps caches and its config in the home directory; none of it is wanted here.
-        .env(
-            "HELM_CACHE_HOME",
-            std::env::temp_dir().join("vigil-helm/cache"),
-        )
-        .env(
-            "HELM_CONFIG_HOME",
-            std::env::temp_dir().join("vigil-helm/config"),
-        )
-        .env(
-            "HELM_DATA_HOME",
-            std::env::temp_dir().join("vigil-helm/data"),
-        );
+        .args(args);
+    helm_home(&mut command);
     run(command, None)
+}
+
+/// `helm lint --strict deploy/helm/vigil` (warnings fail too); its report.
+pub fn helm_lint(helm: &Path) -> Result<String, Error> {
+    let mut command = Command::new(helm);
+    command.args(["lint", "--strict"]).arg(chart_dir());
+    helm_home(&mut command);
+    run(command, None)
+}
+
+/// Helm keeps caches and its configuration in the home directory; none of that is wanted.
+fn helm_home(command: &mut Command) {
+    let base = std::env::temp_dir().join("vigil-helm");
+    command
+        .env("HELM_CACHE_HOME", base.join("cache"))
+        .env("HELM_CONFIG_HOME", base.join("config"))
+        .env("HELM_DATA_HOME", base.join("data"));
 }
 
 /// `kubectl <args>` on the control plane's host (its address is only reachable inside the

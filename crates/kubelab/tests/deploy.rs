@@ -176,6 +176,8 @@ fn the_chart_has_the_kustomize_bases_crds_and_rbac() {
     else {
         return;
     };
+    let lint = deploy::helm_lint(&helm).expect("helm lint --strict");
+    assert!(lint.contains("0 chart(s) failed"), "helm lint:\n{lint}");
     let fresh = deploy::kustomize(&kubectl, "fresh-install").expect("kustomize fresh-install");
     let chart = deploy::helm_template(&helm, &[]).expect("helm template");
     assert_eq!(
