@@ -16,7 +16,8 @@
 //! Honoured ([`HONOURED`]): every field that sets memberlist's failure detection and
 //! dissemination. Read but without effect ([`NOT_USED`]): `GossipVerifyIncoming` and
 //! `GossipVerifyOutgoing` (vigil encrypts whenever it has a key and drops what it cannot
-//! decrypt), `EnableCompression` (vigil decodes compressed messages and never sends them),
+//! decrypt), `EnableCompression` (vigil compresses whenever that makes a message smaller, Go's
+//! default, and reads compressed messages either way),
 //! `HandoffQueueDepth` and `QueueCheckInterval` (Go's queue, which vigil's engine does not
 //! have).
 
