@@ -176,6 +176,16 @@ fn the_chart_has_the_kustomize_bases_crds_and_rbac() {
     else {
         return;
     };
+    // The image tag and the chart's versions are the workspace's version.
+    let version = env!("CARGO_PKG_VERSION");
+    let chart_meta = read_yaml(&deploy::chart_dir().join("Chart.yaml"));
+    assert_eq!(chart_meta["appVersion"], version, "Chart.yaml appVersion");
+    assert_eq!(chart_meta["version"], version, "Chart.yaml version");
+    let kustomization = read_yaml(&deploy::deploy_dir().join("kubernetes/base/kustomization.yaml"));
+    assert_eq!(
+        kustomization["images"][0]["newTag"], version,
+        "the base's image tag"
+    );
     let lint = deploy::helm_lint(&helm).expect("helm lint --strict");
     assert!(lint.contains("0 chart(s) failed"), "helm lint:\n{lint}");
     let fresh = deploy::kustomize(&kubectl, "fresh-install").expect("kustomize fresh-install");
