@@ -202,7 +202,7 @@ impl Lab {
                 OsString::from("--log-level"),
                 OsString::from("info"),
             ];
-            self.start_speaker(i, exe, &args)?;
+            self.start_speaker(i, exe, &args, &[])?;
         }
         Ok(())
     }
@@ -216,9 +216,10 @@ impl Lab {
         i: usize,
         exe: &Path,
         args: &[OsString],
+        env: &[(&str, &str)],
     ) -> Result<(), Stop> {
         let (name, ns) = (self.hosts[i].name.clone(), self.hosts[i].ns.clone());
-        let child = spawn_in(&ns, exe, args, &self.log_path(&name))
+        let child = spawn_in(&ns, exe, args, env, &self.log_path(&name))
             .map_err(|e| Stop::failed(format!("starting {name}'s speaker: {e}")))?;
         self.hosts[i].pid = Some(child.id());
         self.hosts[i].speaker = Some(child);
@@ -329,13 +330,14 @@ impl Drop for Lab {
     }
 }
 
-/// Starts `exe ARGS` in namespace `ns` (through `ip netns exec`, which execs: the child's PID
-/// is the program's) in a process group of its own, stdout discarded and stderr appended to
-/// `log`.
+/// Starts `exe ARGS` with `env` in namespace `ns` (through `ip netns exec`, which execs: the
+/// child's PID is the program's) in a process group of its own, stdout discarded and stderr
+/// appended to `log`.
 pub(super) fn spawn_in(
     ns: &str,
     exe: &Path,
     args: &[OsString],
+    env: &[(&str, &str)],
     log: &Path,
 ) -> Result<Child, String> {
     let log_file = std::fs::OpenOptions::new()
@@ -347,6 +349,7 @@ pub(super) fn spawn_in(
         .args(["netns", "exec", ns])
         .arg(exe)
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("KUBECONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use vigil_kubelab::metallb::MEMBERLIST_SECRET;
+use vigil_kubelab::deploy::{self, MEMBERLIST_SECRET, Program};
 use vigil_kubelab::{ControlPlane, ControlPlaneConfig, TESTENV_BIN};
 
 use super::super::Stop;
@@ -69,6 +69,8 @@ impl KubeCluster {
             host: CP_HOST.to_string(),
             address: CP_ADDRESS.to_string(),
             ready_timeout: Duration::from_secs(120),
+            // The speakers and the controller authenticate as their ServiceAccounts.
+            tokens: deploy::service_account_tokens(),
             ..ControlPlaneConfig::default()
         };
         let cp = ControlPlane::start(lab.net_mut(), testenv, &config)
@@ -86,18 +88,25 @@ impl KubeCluster {
         self.lab.dir.join("controller.log")
     }
 
-    /// Starts `vigil controller` next to the API server, with the admin's kubeconfig (it
-    /// elects a leader on a Lease, creates the memberlist Secret and allocates).
+    /// A kubeconfig for `program`'s ServiceAccount (its token, which the API server accepts).
+    pub(super) fn kubeconfig(&self, program: Program) -> Result<PathBuf, Stop> {
+        deploy::write_kubeconfig(&self.cp, program)
+            .map_err(|e| Stop::failed(format!("kubeconfig for {}: {e}", program.account())))
+    }
+
+    /// Starts `vigil controller` next to the API server, as its ServiceAccount (it elects a
+    /// leader on a Lease, creates the memberlist Secret and allocates).
     pub(super) fn start_controller(&mut self, exe: &Path) -> Result<(), Stop> {
+        let kubeconfig = self.kubeconfig(Program::Controller)?;
         let args: Vec<OsString> = vec![
             "controller".into(),
-            format!("--kubeconfig={}", self.cp.kubeconfig_path().display()).into(),
+            format!("--kubeconfig={}", kubeconfig.display()).into(),
             format!("--namespace={METALLB_NS}").into(),
             format!("--ml-secret-name={MEMBERLIST_SECRET}").into(),
             "--identity=controller-0".into(),
             "--log-level=info".into(),
         ];
-        let child = cluster::spawn_in(self.cp.ns(), exe, &args, &self.controller_log())
+        let child = cluster::spawn_in(self.cp.ns(), exe, &args, &[], &self.controller_log())
             .map_err(|e| Stop::failed(format!("starting vigil controller: {e}")))?;
         self.controller_pid = Some(child.id());
         self.controller = Some(child);

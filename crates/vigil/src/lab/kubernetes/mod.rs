@@ -31,6 +31,7 @@ use super::{Args, Scenario, Stop, check_interrupt, pause};
 use crate::cmd::status::render;
 use cluster::KubeCluster;
 use objects::{METALLB_NS, POOL_RANGE, SERVICE, SERVICE_NS};
+use vigil_kubelab::deploy::{MEMBERLIST_SECRET, Program};
 
 /// The port each speaker serves `/status` and `/metrics` on (its host's address).
 const SPEAKER_PORT: u16 = 7472;
@@ -45,7 +46,6 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
         .map_err(|e| Stop::failed(format!("cannot find the vigil executable: {e}")))?;
     // Everything that can be missing is looked for before anything is made.
     let testenv = cluster::find_testenv()?;
-    let crds = objects::find_crds()?;
     let nodes = usize::from(args.nodes);
     let steps = Steps {
         start: Instant::now(),
@@ -75,14 +75,14 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
             .map_err(|e| Stop::failed(format!("admin client: {e}")))?;
     let hosts: Vec<(String, Ipv4Addr)> =
         k.lab.hosts.iter().map(|h| (h.name.clone(), h.ip)).collect();
-    let speakers = objects::speaker_configs(&hosts);
-    let crd_names = k.cp.block_on(objects::install(&client, &crds, &speakers))?;
+    let installed = k.cp.block_on(objects::install(&client, &hosts))?;
     steps.say(&format!(
-        "applied {} CRDs ({}), a Node and a speaker Pod per host, IPAddressPool lab \
-         ({POOL_RANGE}), L2Advertisement lab (eth0) and Service {SERVICE_NS}/{SERVICE} \
-         (type LoadBalancer, an endpoint on every node)",
-        crd_names.len(),
-        crds.origin
+        "applied vigil's {} CRDs and {} RBAC objects (deploy/kubernetes/base: the speaker and \
+         the controller run as their ServiceAccounts), a Node and a speaker Pod per host, \
+         IPAddressPool lab ({POOL_RANGE}), L2Advertisement lab (eth0) and Service \
+         {SERVICE_NS}/{SERVICE} (type LoadBalancer, an endpoint on every node)",
+        installed.crds.len(),
+        installed.rbac.len()
     ));
 
     k.start_controller(&exe)?;
@@ -122,8 +122,8 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
 
     start_speakers(&mut k, &exe, &key_dir, args)?;
     steps.say(&format!(
-        "started `vigil speaker` on {nodes} hosts (MetalLB's flags, a kubeconfig each, the \
-         Secret's key as a file; logs in {})",
+        "started `vigil speaker` on {nodes} hosts (MetalLB's flags, the speaker \
+         ServiceAccount's kubeconfig, the Secret's key as a file; logs in {})",
         k.lab.dir.display()
     ));
 
@@ -241,14 +241,15 @@ fn wait_for<T>(
     }
 }
 
-/// `vigil speaker` on every host: MetalLB's speaker flags, the admin kubeconfig, the key file.
+/// `vigil speaker` on every host: MetalLB's speaker flags, the speaker ServiceAccount's
+/// kubeconfig, the Secret's key as a file (as its volume would mount it).
 fn start_speakers(
     k: &mut KubeCluster,
     exe: &std::path::Path,
     key_dir: &std::path::Path,
     args: &Args,
 ) -> Result<(), Stop> {
-    let kubeconfig = k.cp.kubeconfig_path().to_path_buf();
+    let kubeconfig = k.kubeconfig(Program::Speaker)?;
     for i in 0..k.lab.hosts.len() {
         let (name, ip) = (k.lab.hosts[i].name.clone(), k.lab.hosts[i].ip);
         let flags: Vec<OsString> = vec![
@@ -258,17 +259,15 @@ fn start_speakers(
             format!("--node-name={name}").into(),
             format!("--pod-name=speaker-{name}").into(),
             format!("--ml-bindaddr={ip}").into(),
-            format!(
-                "--ml-labels={}",
-                vigil_kubelab::metallb::speaker_label_selector()
-            )
-            .into(),
+            format!("--ml-labels={}", objects::speaker_label_selector()).into(),
             format!("--ml-secret-key-path={}", key_dir.display()).into(),
             format!("--port={SPEAKER_PORT}").into(),
             "--log-level=info".into(),
             format!("--profile={}", args.profile.name()).into(),
         ];
-        k.lab.start_speaker(i, exe, &flags)?;
+        // The Secret the speaker follows for key rotation (as the DaemonSet sets it).
+        let env = [("METALLB_ML_SECRET_NAME", MEMBERLIST_SECRET)];
+        k.lab.start_speaker(i, exe, &flags, &env)?;
     }
     Ok(())
 }

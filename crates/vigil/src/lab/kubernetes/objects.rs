@@ -1,29 +1,69 @@
-//! What the Kubernetes lab puts into the API server, and what it reads back: MetalLB's CRDs,
-//! a Node and a speaker Pod per host (written as a kubelet would: there is none), an
-//! IPAddressPool, an L2Advertisement, Service `demo/web` of type LoadBalancer with an
-//! endpoint on every node; then the Service's allocated IP, the memberlist Secret the
-//! controller made and the speakers' ServiceL2Status objects.
+//! What the Kubernetes lab puts into the API server, and what it reads back: vigil's install
+//! as `deploy/kubernetes/base` defines it (the CRDs, the speaker's and the controller's
+//! ServiceAccounts and RBAC, built into the binary so the lab needs no checkout), a Node and
+//! a speaker Pod per host (written as a kubelet would: there is none), an IPAddressPool, an
+//! L2Advertisement, Service `demo/web` of type LoadBalancer with an endpoint on every node;
+//! then the Service's allocated IP, the memberlist Secret the controller made and the
+//! speakers' ServiceL2Status objects.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::Client;
 use kube::api::Api;
-use vigil_kubelab::metallb::{self, MEMBERLIST_SECRET, MEMBERLIST_SECRET_KEY, SpeakerConfig};
+use vigil_kubelab::deploy::{self, MEMBERLIST_SECRET};
 use vigil_kubelab::{
-    TestEndpoint, TestService, TestSlice, apply_crds, apply_yaml, create_endpoint_slice,
-    create_service, documents, ensure_namespace,
+    TestEndpoint, TestNode, TestPod, TestService, TestSlice, apply_yaml, create_endpoint_slice,
+    create_node, create_pod, create_service, ensure_namespace,
 };
 
-/// MetalLB's namespace: the pool, the advertisement, the speakers' Pods, the Secret.
-pub(super) const METALLB_NS: &str = metallb::METALLB_NAMESPACE;
+/// The install's namespace (MetalLB's): the pool, the advertisement, the speakers' Pods, the
+/// Secret.
+pub(super) const METALLB_NS: &str = deploy::NAMESPACE;
 /// The Service's namespace.
 pub(super) const SERVICE_NS: &str = "demo";
 /// The Service's name.
 pub(super) const SERVICE: &str = "web";
 /// The pool's addresses (on the lab's bridge subnet, away from the hosts).
 pub(super) const POOL_RANGE: &str = "198.18.0.200-198.18.0.209";
+/// The speaker Pods' labels in the DaemonSet, which `--ml-labels` selects.
+pub(super) const SPEAKER_LABELS: &[(&str, &str)] = &[
+    ("app.kubernetes.io/name", "vigil"),
+    ("app.kubernetes.io/component", "speaker"),
+];
+
+/// vigil's CRDs (MetalLB's API, our files), as `deploy/kubernetes/base` installs them.
+const CRDS: &[(&str, &str)] = &[
+    (
+        "ipaddresspools.yaml",
+        include_str!("../../../../../deploy/kubernetes/base/crds/ipaddresspools.yaml"),
+    ),
+    (
+        "l2advertisements.yaml",
+        include_str!("../../../../../deploy/kubernetes/base/crds/l2advertisements.yaml"),
+    ),
+    (
+        "servicel2statuses.yaml",
+        include_str!("../../../../../deploy/kubernetes/base/crds/servicel2statuses.yaml"),
+    ),
+    (
+        "configurationstates.yaml",
+        include_str!("../../../../../deploy/kubernetes/base/crds/configurationstates.yaml"),
+    ),
+];
+
+/// The speaker's and the controller's ServiceAccounts, roles and bindings, as the base has
+/// them: the lab's programs run with exactly these permissions.
+const RBAC: &[(&str, &str)] = &[
+    (
+        "rbac-speaker.yaml",
+        include_str!("../../../../../deploy/kubernetes/base/rbac-speaker.yaml"),
+    ),
+    (
+        "rbac-controller.yaml",
+        include_str!("../../../../../deploy/kubernetes/base/rbac-controller.yaml"),
+    ),
+];
 
 /// The pool and the advertisement (MetalLB's API; our own objects).
 fn pool_and_ad() -> String {
@@ -40,103 +80,69 @@ fn pool_and_ad() -> String {
     )
 }
 
-/// Where the CRDs come from: the files and a few words on their origin.
-#[derive(Debug, Clone)]
-pub(super) struct Crds {
-    /// The YAML files, each holding only CustomResourceDefinitions.
-    pub(super) files: Vec<PathBuf>,
-    /// Where they were found, for the report.
-    pub(super) origin: String,
-}
-
-/// vigil's own CRDs from the checkout's `deploy/kubernetes/base` (MetalLB-compatible), else
-/// MetalLB's from the Go module cache (`conformance/build.sh metallb` downloads them).
-pub(super) fn find_crds() -> Result<Crds, String> {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/base");
-    let mut ours = Vec::new();
-    collect_crd_files(&base, &mut ours);
-    if !ours.is_empty() {
-        ours.sort();
-        return Ok(Crds {
-            files: ours,
-            origin: format!("vigil's, from {}", display(&base)),
-        });
-    }
-    match metallb::metallb_crd_files() {
-        Ok(files) => Ok(Crds {
-            origin: format!(
-                "MetalLB {}'s, from the Go module cache",
-                metallb::metallb_version()
-            ),
-            files,
-        }),
-        Err(e) => Err(format!("no CRDs: none under {} and {e}", display(&base))),
-    }
-}
-
-fn display(path: &Path) -> String {
-    path.canonicalize()
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
-}
-
-/// The YAML files under `dir` (recursively) whose documents are all metallb.io CRDs.
-fn collect_crd_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-        if path.is_dir() {
-            collect_crd_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") && is_crd_file(&path)
-        {
-            out.push(path);
-        }
-    }
-}
-
-fn is_crd_file(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return false;
-    };
-    let Ok(docs) = documents(&path.display().to_string(), &text) else {
-        return false;
-    };
-    !docs.is_empty()
-        && docs
-            .iter()
-            .all(|d| d["kind"] == "CustomResourceDefinition" && d["spec"]["group"] == "metallb.io")
-}
-
-/// The speaker Pod and Node of every host (`(name, address)`), named as the lab names them.
-pub(super) fn speaker_configs(hosts: &[(String, Ipv4Addr)]) -> Vec<SpeakerConfig> {
-    hosts
+/// `--ml-labels` for [`SPEAKER_LABELS`].
+pub(super) fn speaker_label_selector() -> String {
+    SPEAKER_LABELS
         .iter()
-        .map(|(name, ip)| SpeakerConfig::new(name, name, IpAddr::V4(*ip)))
-        .collect()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
-/// Installs everything before the programs start: the CRDs, the namespaces, every host's Node
-/// and speaker Pod, the pool and the advertisement, and the Service with an endpoint on every
-/// node. Returns the CRD names.
+/// What [`install`] put in, for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Installed {
+    /// The CRDs' names.
+    pub(super) crds: Vec<String>,
+    /// `Kind/name` of the RBAC objects.
+    pub(super) rbac: Vec<String>,
+}
+
+/// Installs everything before the programs start: vigil's CRDs and RBAC, the namespaces,
+/// every host's (`(name, address)`) Node and speaker Pod, the pool and the advertisement, and
+/// the Service with an endpoint on every node.
 pub(super) async fn install(
     client: &Client,
-    crds: &Crds,
-    speakers: &[SpeakerConfig],
-) -> Result<Vec<String>, String> {
-    let paths: Vec<&Path> = crds.files.iter().map(PathBuf::as_path).collect();
-    let names = apply_crds(client, &paths)
-        .await
-        .map_err(|e| format!("CRDs: {e}"))?;
+    hosts: &[(String, Ipv4Addr)],
+) -> Result<Installed, String> {
+    let mut crds = Vec::new();
+    for (file, yaml) in CRDS {
+        for crd in apply_yaml(client, file, yaml)
+            .await
+            .map_err(|e| format!("CRD {file}: {e}"))?
+        {
+            crds.push(crd.metadata.name.unwrap_or_default());
+        }
+    }
     for ns in [METALLB_NS, SERVICE_NS] {
         ensure_namespace(client, ns)
             .await
             .map_err(|e| format!("namespace {ns}: {e}"))?;
     }
-    metallb::register_speakers(client, speakers)
-        .await
-        .map_err(|e| format!("Nodes and speaker Pods: {e}"))?;
+    let mut rbac = Vec::new();
+    for (file, yaml) in RBAC {
+        rbac.extend(
+            deploy::apply_rbac(client, yaml)
+                .await
+                .map_err(|e| format!("{file}: {e}"))?,
+        );
+    }
+    for (name, ip) in hosts {
+        let ip = IpAddr::V4(*ip);
+        create_node(client, &TestNode::new(name).internal_ip(ip))
+            .await
+            .map_err(|e| format!("Node {name}: {e}"))?;
+        let mut pod = TestPod::new(METALLB_NS, &format!("speaker-{name}"))
+            .on_node(name)
+            .ip(ip)
+            .host_ip(ip);
+        for (k, v) in SPEAKER_LABELS {
+            pod = pod.label(k, v);
+        }
+        create_pod(client, &pod)
+            .await
+            .map_err(|e| format!("speaker Pod on {name}: {e}"))?;
+    }
     apply_yaml(client, "the lab's pool and advertisement", &pool_and_ad())
         .await
         .map_err(|e| e.to_string())?;
@@ -144,18 +150,21 @@ pub(super) async fn install(
         .await
         .map_err(|e| format!("Service {SERVICE_NS}/{SERVICE}: {e}"))?;
     let mut slice = TestSlice::for_service(SERVICE_NS, SERVICE);
-    for (i, s) in speakers.iter().enumerate() {
+    for (i, (name, _)) in hosts.iter().enumerate() {
         // Pod addresses on a subnet of their own; nothing is ever sent to them.
         let endpoint = IpAddr::from([198, 18, 1, 10 + u8::try_from(i).unwrap_or(200)]);
-        slice = slice.endpoint(TestEndpoint::ready(endpoint, &s.node));
+        slice = slice.endpoint(TestEndpoint::ready(endpoint, name));
     }
     create_endpoint_slice(client, &slice)
         .await
         .map_err(|e| format!("EndpointSlice of {SERVICE_NS}/{SERVICE}: {e}"))?;
-    Ok(names)
+    Ok(Installed { crds, rbac })
 }
 
-/// The memberlist secret the controller wrote, once it is there.
+/// The key's entry in the memberlist Secret (MetalLB's).
+const SECRET_KEY: &str = vigil_kubelab::metallb::MEMBERLIST_SECRET_KEY;
+
+/// The memberlist secret the controller wrote (Secret [`MEMBERLIST_SECRET`]), once it is there.
 pub(super) async fn memberlist_secret(client: &Client) -> Result<Option<String>, String> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), METALLB_NS);
     let secret = secrets
@@ -164,7 +173,7 @@ pub(super) async fn memberlist_secret(client: &Client) -> Result<Option<String>,
         .map_err(|e| format!("Secret {METALLB_NS}/{MEMBERLIST_SECRET}: {e}"))?;
     Ok(secret
         .and_then(|s| s.data)
-        .and_then(|d| d.get(MEMBERLIST_SECRET_KEY).cloned())
+        .and_then(|d| d.get(SECRET_KEY).cloned())
         .and_then(|b| String::from_utf8(b.0).ok()))
 }
 
@@ -186,7 +195,7 @@ pub(super) async fn ingress(client: &Client) -> Result<Option<Ipv4Addr>, String>
 
 /// The nodes that have a ServiceL2Status for the Service, sorted.
 pub(super) async fn status_nodes(client: &Client) -> Result<Vec<String>, String> {
-    let mut nodes: Vec<String> = metallb::l2_statuses(client, METALLB_NS)
+    let mut nodes: Vec<String> = vigil_kubelab::metallb::l2_statuses(client, METALLB_NS)
         .await
         .map_err(|e| format!("ServiceL2Status: {e}"))?
         .into_iter()
@@ -200,6 +209,39 @@ pub(super) async fn status_nodes(client: &Client) -> Result<Vec<String>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use vigil_kubelab::documents;
+
+    #[test]
+    fn the_built_in_manifests_are_vigils_crds_and_rbac() {
+        for (file, yaml) in CRDS {
+            let docs = documents(file, yaml).unwrap();
+            assert!(
+                docs.iter().all(|d| d["kind"] == "CustomResourceDefinition"
+                    && d["spec"]["group"] == "metallb.io"),
+                "{file}"
+            );
+        }
+        let accounts: Vec<String> = RBAC
+            .iter()
+            .flat_map(|(file, yaml)| documents(file, yaml).unwrap())
+            .filter(|d| d["kind"] == "ServiceAccount")
+            .map(|d| {
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            accounts,
+            [deploy::SPEAKER_ACCOUNT, deploy::CONTROLLER_ACCOUNT]
+        );
+        assert_eq!(
+            speaker_label_selector(),
+            "app.kubernetes.io/name=vigil,app.kubernetes.io/component=speaker"
+        );
+    }
 
     #[test]
     fn the_pool_and_advertisement_parse_as_two_metallb_objects() {
