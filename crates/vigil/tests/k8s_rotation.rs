@@ -1,0 +1,723 @@
+//! Gossip keys that rotate themselves, end to end: a real kube-apiserver (vigil-testenv),
+//! five `vigil speaker`s on lab hosts (under MetalLB's speaker ServiceAccount plus a Role for
+//! their acknowledgement Leases), and `vigil controller` rotating the memberlist Secret's
+//! key every few seconds, while a client asks ARP for the VIP without pause.
+//!
+//! Each test asserts that no speaker ever suspected or lost a member during the rotations,
+//! that no MAC but the owner's ever answered for the VIP, and that every rotation ended with
+//! every live speaker sending with the new key. No duration is asserted; every wait is a
+//! bounded poll; the time one full rotation took on five nodes is printed.
+//!
+//! Lab: the API server on `cp` (198.18.0.2), speakers `a`..`e` (198.18.0.11-15), a client
+//! (198.18.0.100), one bridge; namespace prefixes `krota`, `krotb`. Root and the Go programs
+//! are needed (skips otherwise, fails under `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`).
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use vigil_k8s::key_ack;
+use vigil_k8s::secret::{KEYRING_ENTRY, KeyringForm, Phase, SECRET_KEY_FILE, key_id};
+use vigil_kubelab::metallb::{
+    self, MEMBERLIST_SECRET, METALLB_NAMESPACE, MemberlistKey, SpeakerConfig,
+};
+use vigil_kubelab::{
+    ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml, arp_ask,
+    create_endpoint_slice, create_service, ensure_namespace,
+};
+
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
+const VIP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 200);
+const SPEAKERS: [(&str, &str, [u8; 4]); 5] = [
+    ("a", "node-a", [198, 18, 0, 11]),
+    ("b", "node-b", [198, 18, 0, 12]),
+    ("c", "node-c", [198, 18, 0, 13]),
+    ("d", "node-d", [198, 18, 0, 14]),
+    ("e", "node-e", [198, 18, 0, 15]),
+];
+const POOL_AND_AD: &str = r#"
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata:
+  name: lab
+  namespace: metallb-system
+spec:
+  addresses:
+    - 198.18.0.200-198.18.0.209
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: lab
+  namespace: metallb-system
+spec:
+  ipAddressPools:
+    - lab
+"#;
+/// What a vigil speaker needs beyond MetalLB's speaker RBAC: its acknowledgement Lease.
+const ACK_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: vigil-speaker-keyring
+  namespace: metallb-system
+rules:
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["get", "create", "update", "patch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: vigil-speaker-keyring
+  namespace: metallb-system
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: vigil-speaker-keyring
+subjects:
+  - kind: ServiceAccount
+    name: speaker
+    namespace: metallb-system
+"#;
+/// Where each speaker serves `/metrics` (on its gossip address).
+const METRICS_PORT: u16 = 7472;
+/// Bounds on the waits (generous: two shared cores).
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+const ROTATION_LIMIT: Duration = Duration::from_secs(90);
+
+/// One process on a lab host, SIGKILLed when dropped.
+struct Proc {
+    name: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: &str, ns: &str, args: &[String], log: PathBuf) -> Self {
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(env!("CARGO_BIN_EXE_vigil"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        Self {
+            name: name.to_string(),
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        let text = self.log_text();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn check_running(&mut self) {
+        if let Some(child) = &mut self.child
+            && let Some(status) = child.try_wait().expect("try_wait")
+        {
+            panic!(
+                "{} exited ({status}); log ends:\n{}",
+                self.name,
+                self.log_tail(30)
+            );
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s.
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The lab, its speakers and what the tests look at.
+struct Rig {
+    speakers: Vec<Proc>,
+    controllers: Vec<Proc>,
+    configs: Vec<SpeakerConfig>,
+    macs: Vec<String>,
+    speaker_kubeconfig: PathBuf,
+    key: MemberlistKey,
+    // Last: the lab goes after every process in it.
+    lab: KubeLab,
+}
+
+fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
+    let bridge = lab.bridge_mut();
+    bridge.add_namespace(host);
+    bridge.plug(host, "eth0");
+    bridge.ip(host, &["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
+}
+
+impl Rig {
+    /// MetalLB's CRDs, RBAC, namespace and Secret, the speakers' Nodes and Pods, the
+    /// acknowledgement Role, the pool, Service `smoke/web` at [`VIP`] with endpoints on
+    /// every node; then five vigil speakers, until exactly one answers for the VIP.
+    fn start(test: &str, tag: &str) -> Option<Self> {
+        let cp_config = ControlPlaneConfig {
+            tokens: metallb::metallb_service_account_tokens(),
+            ..ControlPlaneConfig::default()
+        };
+        let mut lab = KubeLab::start(tag, test, cp_config)?;
+        let configs: Vec<SpeakerConfig> = SPEAKERS
+            .iter()
+            .map(|(host, node, ip)| SpeakerConfig::new(host, node, IpAddr::from(*ip)))
+            .collect();
+        for (host, _, ip) in SPEAKERS {
+            plug(&mut lab, host, Ipv4Addr::from(ip));
+        }
+        plug(&mut lab, "client", CLIENT_IP);
+        let macs = configs
+            .iter()
+            .map(|c| lab.bridge().mac(&c.host, "eth0"))
+            .collect();
+        let client = lab.cp().client().expect("admin client");
+        let key = MemberlistKey::random().expect("a memberlist key");
+        let kubeconfigs =
+            metallb::write_metallb_kubeconfigs(lab.cp()).expect("MetalLB kubeconfigs");
+        lab.cp().block_on(async {
+            metallb::install_metallb(&client, METALLB_NAMESPACE, &key)
+                .await
+                .expect("install MetalLB's CRDs, namespace and Secret");
+            metallb::install_metallb_rbac(&client)
+                .await
+                .expect("MetalLB's RBAC");
+            apply_yaml(&client, "acknowledgement RBAC", ACK_RBAC)
+                .await
+                .expect("the speakers' Lease Role");
+            metallb::register_speakers(&client, &configs)
+                .await
+                .expect("speaker Nodes and Pods");
+            apply_yaml(&client, "pool and L2Advertisement", POOL_AND_AD)
+                .await
+                .expect("apply the pool and the L2Advertisement");
+            ensure_namespace(&client, "smoke").await.expect("namespace");
+            create_service(&client, &TestService::load_balancer("smoke", "web"))
+                .await
+                .expect("service");
+            let mut slice = TestSlice::for_service("smoke", "web");
+            for (i, config) in configs.iter().enumerate() {
+                let endpoint = IpAddr::from([198, 18, 1, 10 + u8::try_from(i).unwrap()]);
+                slice = slice.endpoint(TestEndpoint::ready(endpoint, &config.node));
+            }
+            create_endpoint_slice(&client, &slice)
+                .await
+                .expect("endpoint slice");
+            let services: Api<Service> = Api::namespaced(client.clone(), "smoke");
+            let status = serde_json::json!({
+                "status": { "loadBalancer": { "ingress": [ { "ip": VIP.to_string() } ] } }
+            });
+            services
+                .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .expect("write status.loadBalancer.ingress");
+        });
+        let mut rig = Self {
+            speakers: Vec::new(),
+            controllers: Vec::new(),
+            configs,
+            macs,
+            speaker_kubeconfig: kubeconfigs.speaker,
+            key,
+            lab,
+        };
+        for i in 0..rig.configs.len() {
+            let speaker = rig.start_speaker(i);
+            rig.speakers.push(speaker);
+        }
+        Some(rig)
+    }
+
+    fn start_speaker(&self, i: usize) -> Proc {
+        let config = &self.configs[i];
+        let dir = self.lab.cp().work_dir().join("vigil").join(&config.node);
+        let key_dir = dir.join("memberlist-key");
+        std::fs::create_dir_all(&key_dir).expect("speaker dir");
+        std::fs::write(key_dir.join("secretkey"), self.key.as_str()).expect("key file");
+        let log = dir.join(format!("speaker-{}.log", now_tag()));
+        let args = [
+            "speaker".to_string(),
+            format!("--kubeconfig={}", self.speaker_kubeconfig.display()),
+            format!("--namespace={}", config.namespace),
+            format!("--node-name={}", config.node),
+            format!("--pod-name={}", config.pod_name()),
+            format!("--ml-bindaddr={}", config.ip),
+            format!("--ml-bindport={}", config.memberlist_port),
+            format!("--ml-labels={}", metallb::speaker_label_selector()),
+            format!("--ml-secret-key-path={}", key_dir.display()),
+            format!("--ml-secret-name={MEMBERLIST_SECRET}"),
+            "--key-ack-interval=1s".to_string(),
+            format!("--port={METRICS_PORT}"),
+            // MetalLB's memberlist timing: tolerant of a loaded machine's stalls, so a
+            // suspicion here means keys, not CPU (the fast profile is tested elsewhere).
+            "--profile=lan".to_string(),
+            "--log-level=info".to_string(),
+        ];
+        let ns = self.lab.bridge().ns(&config.host);
+        Proc::spawn(&config.node, &ns, &args, log)
+    }
+
+    /// `vigil controller` with a short rotation period, the admin's kubeconfig, on `cp`.
+    fn start_controller(&mut self, identity: &str) {
+        let dir = self.lab.cp().work_dir().join("vigil").join(identity);
+        std::fs::create_dir_all(&dir).expect("controller dir");
+        let args = [
+            "controller".to_string(),
+            format!("--kubeconfig={}", self.lab.cp().kubeconfig_path().display()),
+            format!("--namespace={METALLB_NAMESPACE}"),
+            format!("--identity={identity}"),
+            format!("--ml-secret-name={MEMBERLIST_SECRET}"),
+            "--key-rotation-period=4s".to_string(),
+            "--key-rotation-settle=1s".to_string(),
+            "--key-rotation-retain=2s".to_string(),
+            "--lease-duration=3s".to_string(),
+            "--lease-grace=1s".to_string(),
+        ];
+        let proc = Proc::spawn(
+            identity,
+            self.lab.cp().ns(),
+            &args,
+            dir.join("controller.log"),
+        );
+        self.controllers.push(proc);
+    }
+
+    fn check_running(&mut self) {
+        for p in self.speakers.iter_mut().chain(self.controllers.iter_mut()) {
+            if p.child.is_some() {
+                p.check_running();
+            }
+        }
+    }
+
+    fn logs(&self) -> String {
+        self.speakers
+            .iter()
+            .chain(&self.controllers)
+            .map(|p| format!("--- {}\n{}", p.name, p.log_tail(15)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The MAC that alone answers for the VIP, once one does (bounded).
+    fn wait_single_owner(&mut self) -> String {
+        let ns = self.lab.bridge().ns("client");
+        let end = Instant::now() + SETTLE_LIMIT;
+        let mut last = Vec::new();
+        while Instant::now() < end {
+            self.check_running();
+            let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(300))
+                .expect("ask ARP from the client");
+            let macs: BTreeSet<String> = answers.iter().map(|a| a.mac.clone()).collect();
+            if macs.len() == 1 {
+                return macs.into_iter().next().expect("one MAC");
+            }
+            last = answers;
+        }
+        panic!("no single owner for {VIP}: {last:?}\n{}", self.logs());
+    }
+
+    /// The Secret's keyring entry (`None` before the first rotation writes one) and
+    /// `secretkey`.
+    fn keyring(&self) -> (Option<KeyringForm>, String) {
+        let secrets: Api<Secret> = Api::namespaced(
+            self.lab.cp().client().expect("admin client"),
+            METALLB_NAMESPACE,
+        );
+        let secret = self
+            .lab
+            .cp()
+            .block_on(secrets.get(MEMBERLIST_SECRET))
+            .expect("get the memberlist Secret");
+        let data = secret.data.unwrap_or_default();
+        let entry = |k: &str| data.get(k).map(|b| b.0.clone());
+        let form = entry(KEYRING_ENTRY).map(|e| {
+            KeyringForm::parse(&e, entry(SECRET_KEY_FILE).as_deref())
+                .expect("the controller writes a valid keyring, primary = secretkey")
+        });
+        let key = String::from_utf8(entry(SECRET_KEY_FILE).unwrap_or_default()).expect("utf-8");
+        (form, key)
+    }
+
+    /// Polls the Secret until `done` holds (bounded; panics with the logs otherwise).
+    fn wait_keyring(&mut self, what: &str, done: impl Fn(&KeyringForm) -> bool) -> KeyringForm {
+        let end = Instant::now() + ROTATION_LIMIT;
+        loop {
+            self.check_running();
+            if let (Some(form), _) = self.keyring()
+                && done(&form)
+            {
+                return form;
+            }
+            assert!(
+                Instant::now() < end,
+                "keyring never {what}: {:?}\n{}",
+                self.keyring(),
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The speakers' acknowledgements.
+    fn acks(&self) -> Vec<key_ack::Acknowledgement> {
+        let leases: Api<Lease> = Api::namespaced(
+            self.lab.cp().client().expect("admin client"),
+            METALLB_NAMESPACE,
+        );
+        let list = self
+            .lab
+            .cp()
+            .block_on(leases.list(&ListParams::default()))
+            .expect("list Leases");
+        list.items.iter().filter_map(key_ack::from_lease).collect()
+    }
+
+    /// Waits until the running speakers all acknowledge `primary` (as id) as what they send
+    /// with, and each sees every running speaker as a member.
+    fn wait_acks(&mut self, primary: &str) {
+        let id = key_id(primary.as_bytes());
+        let running: BTreeSet<String> = self
+            .speakers
+            .iter()
+            .filter(|p| p.child.is_some())
+            .map(|p| p.name.clone())
+            .collect();
+        let end = Instant::now() + SETTLE_LIMIT;
+        loop {
+            let acks = self.acks();
+            // Each sees every other running speaker (itself too, or not: either is fine).
+            let sees_all = |a: &key_ack::Acknowledgement| {
+                a.members.as_ref().is_some_and(|m| {
+                    let mut others = m.clone();
+                    others.insert(a.node.clone());
+                    others == running
+                })
+            };
+            let good = running.iter().all(|node| {
+                acks.iter().any(|a| {
+                    &a.node == node && a.primary.as_deref() == Some(id.as_str()) && sees_all(a)
+                })
+            });
+            if good {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "speakers {running:?} never all acknowledged {id}: {acks:#?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `vigil_gossip_decrypt_failures_total` of every running speaker: packets or streams
+    /// no installed key decrypted (any would mean two keyrings that cannot talk).
+    fn decrypt_failures(&self) -> Vec<(String, u64)> {
+        self.speakers
+            .iter()
+            .zip(&self.configs)
+            .filter(|(p, _)| p.child.is_some())
+            .map(|(p, c)| {
+                let ns = self.lab.bridge().ns(&c.host);
+                let text = http_get(
+                    &ns,
+                    std::net::SocketAddr::new(c.ip, METRICS_PORT),
+                    "/metrics",
+                );
+                let value = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("vigil_gossip_decrypt_failures_total "))
+                    .unwrap_or_else(|| panic!("{}: no decrypt counter in\n{text}", p.name));
+                (p.name.clone(), value.trim().parse().expect("a count"))
+            })
+            .collect()
+    }
+
+    /// Gossip trouble in every speaker's log: suspicions and deaths.
+    fn gossip_trouble(&self) -> Vec<String> {
+        self.speakers
+            .iter()
+            .flat_map(|p| {
+                p.log_text()
+                    .lines()
+                    .filter(|l| {
+                        l.contains("\"event\":\"member_suspect\"")
+                            || l.contains("\"event\":\"member_failed\"")
+                    })
+                    .map(|l| format!("{}: {l}", p.name))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+/// A plain HTTP/1.0 GET from inside lab namespace `ns` (a thread joins it).
+fn http_get(ns: &str, addr: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let netns = std::fs::File::open(format!("/run/netns/{ns}")).expect("lab namespace");
+    let path = path.to_string();
+    std::thread::spawn(move || {
+        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("request");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("response");
+        text
+    })
+    .join()
+    .expect("HTTP thread")
+}
+
+fn now_tag() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default()
+}
+
+/// A client asking ARP for the VIP back to back (each question waits 100 ms for answers)
+/// until stopped or five minutes pass.
+struct Prober {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<ProbeLog>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct ProbeLog {
+    questions: u64,
+    unanswered: u64,
+    /// Answers from a MAC other than the owner's.
+    foreign: Vec<String>,
+}
+
+impl Prober {
+    fn start(ns: String, owner: String) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(ProbeLog::default()));
+        let thread = {
+            let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
+            std::thread::spawn(move || {
+                let end = Instant::now() + Duration::from_secs(300);
+                while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                    let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(100))
+                        .expect("ask ARP from the client");
+                    let mut log = seen.lock().expect("probe log");
+                    log.questions += 1;
+                    if answers.is_empty() {
+                        log.unanswered += 1;
+                    }
+                    for a in answers.iter().filter(|a| a.mac != owner) {
+                        log.foreign.push(a.mac.clone());
+                    }
+                }
+            })
+        };
+        Self {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> ProbeLog {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.seen.lock().expect("probe log").clone()
+    }
+}
+
+impl Drop for Prober {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Waits for the next rotation to begin after `from` (the primary in force) and to end;
+/// returns the new primary and how long it took from the first sight of `adding` to
+/// `steady` again.
+fn one_rotation(rig: &mut Rig, from: &str) -> (String, Duration) {
+    let adding = rig.wait_keyring("began a rotation", |f| {
+        f.phase == Phase::Adding && f.keys[0] == from
+    });
+    let began = Instant::now();
+    let new = adding.keys[1].clone();
+    rig.wait_keyring("completed the rotation", |f| {
+        f.phase == Phase::Steady && f.keys == [new.clone()]
+    });
+    (new, began.elapsed())
+}
+
+fn assert_quiet(test: &str, rig: &Rig, probes: &ProbeLog) {
+    let failures = rig.decrypt_failures();
+    assert!(
+        failures.iter().all(|(_, n)| *n == 0),
+        "{test}: packets no installed key decrypted: {failures:?}"
+    );
+    let trouble = rig.gossip_trouble();
+    assert!(
+        trouble.is_empty(),
+        "{test}: gossip suspicions or deaths during rotation:\n{}",
+        trouble.join("\n")
+    );
+    assert!(
+        probes.foreign.is_empty(),
+        "{test}: the VIP moved: answers from {:?}",
+        probes.foreign
+    );
+    assert!(probes.questions > 0, "{test}: the client asked nothing");
+}
+
+#[test]
+fn keys_rotate_on_five_nodes_without_a_suspicion_and_a_new_controller_resumes() {
+    let test = "keys_rotate_on_five_nodes_without_a_suspicion_and_a_new_controller_resumes";
+    let Some(mut rig) = Rig::start(test, "krota") else {
+        return;
+    };
+    let owner = rig.wait_single_owner();
+    assert!(rig.macs.contains(&owner), "{owner} is no speaker's MAC");
+    let initial = rig.keyring().1;
+    rig.wait_acks(&initial);
+    let prober = Prober::start(rig.lab.bridge().ns("client"), owner.clone());
+    rig.start_controller("controller-0");
+
+    // (a) One full rotation, everyone cooperating.
+    let (k1, took) = one_rotation(&mut rig, &initial);
+    rig.wait_acks(&k1);
+    eprintln!(
+        "{test}: one full rotation on {} nodes took {took:?} (adding seen to steady; settle 1s, retain 2s, acknowledgements every 1s)",
+        SPEAKERS.len()
+    );
+
+    // (d) The controller killed in the middle of the next rotation: a new one resumes from
+    // the Secret and the Leases alone.
+    let adding = rig.wait_keyring("began the second rotation", |f| {
+        f.phase == Phase::Adding && f.keys[0] == k1
+    });
+    rig.controllers[0].kill();
+    rig.start_controller("controller-1");
+    let k2 = adding.keys[1].clone();
+    rig.wait_keyring("completed the second rotation", |f| {
+        f.phase == Phase::Steady && f.keys == [k2.clone()]
+    });
+    rig.wait_acks(&k2);
+    let resumed = rig.controllers[1].log_text();
+    assert!(
+        resumed.contains("\"event\":\"key_rotation_step\""),
+        "{test}: the new controller wrote no step:\n{}",
+        rig.controllers[1].log_tail(20)
+    );
+    let probes = prober.finish();
+    assert_quiet(test, &rig, &probes);
+    eprintln!(
+        "{test}: 2 rotations; the client asked {} times, {} unanswered, no other MAC answered",
+        probes.questions, probes.unanswered
+    );
+}
+
+#[test]
+fn keys_rotate_through_an_api_outage_and_past_a_node_that_was_offline() {
+    let test = "keys_rotate_through_an_api_outage_and_past_a_node_that_was_offline";
+    let Some(mut rig) = Rig::start(test, "krotb") else {
+        return;
+    };
+    let owner = rig.wait_single_owner();
+    let initial = rig.keyring().1;
+    rig.wait_acks(&initial);
+    let prober = Prober::start(rig.lab.bridge().ns("client"), owner.clone());
+    rig.start_controller("controller-0");
+
+    // (b) The API server stopped in the middle of a rotation: gossip goes on; the rotation
+    // finishes once it is back.
+    let adding = rig.wait_keyring("began a rotation", |f| {
+        f.phase == Phase::Adding && f.keys[0] == initial
+    });
+    rig.lab.cp_mut().stop();
+    std::thread::sleep(Duration::from_secs(5));
+    rig.check_running();
+    rig.lab.cp_mut().start_again().expect("API server back");
+    let k1 = adding.keys[1].clone();
+    rig.wait_keyring("completed the rotation after the outage", |f| {
+        f.phase == Phase::Steady && f.keys == [k1.clone()]
+    });
+    rig.wait_acks(&k1);
+
+    // (c) A node that is not the owner goes offline during the next rotation; the rotation
+    // completes without it; it comes back afterwards and rejoins with the new key.
+    let offline = (0..rig.configs.len())
+        .find(|&i| rig.macs[i] != owner)
+        .expect("a node that is not the owner");
+    let adding = rig.wait_keyring("began the second rotation", |f| {
+        f.phase == Phase::Adding && f.keys[0] == k1
+    });
+    rig.speakers[offline].stop();
+    let k2 = adding.keys[1].clone();
+    rig.wait_keyring("completed the rotation without the offline node", |f| {
+        f.phase == Phase::Steady && f.keys == [k2.clone()]
+    });
+    // Let one more rotation pass while it is away, so it comes back two keys later.
+    let (k3, _) = one_rotation(&mut rig, &k2);
+    // Its old log (from before the stop) is kept aside; the new run logs afresh.
+    rig.speakers[offline] = rig.start_speaker(offline);
+    let current = rig.keyring().1;
+    rig.wait_acks(&current);
+    let probes = prober.finish();
+    assert_quiet(test, &rig, &probes);
+    eprintln!(
+        "{test}: {} was offline through a rotation and back (now on {}); the client asked {} times, {} unanswered, no other MAC answered",
+        rig.configs[offline].node,
+        key_id(k3.as_bytes()),
+        probes.questions,
+        probes.unanswered
+    );
+}
