@@ -152,6 +152,19 @@ fn helm_home(command: &mut Command) {
         .env("HELM_DATA_HOME", base.join("data"));
 }
 
+/// `helm <args>` on the control plane's host, as the admin (for `helm install` and friends,
+/// which talk to the API server).
+pub fn helm_in_lab(cp: &ControlPlane, helm: &Path, args: &[&str]) -> Result<String, Error> {
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", cp.ns()])
+        .arg(helm)
+        .arg(format!("--kubeconfig={}", cp.kubeconfig_path().display()))
+        .args(args);
+    helm_home(&mut command);
+    run(command, None)
+}
+
 /// `kubectl <args>` on the control plane's host (its address is only reachable inside the
 /// lab), as the admin, with `stdin`.
 pub fn kubectl_in_lab(

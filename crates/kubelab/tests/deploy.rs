@@ -479,6 +479,73 @@ fn manifests_and_chart_are_accepted_by_the_api_server() {
     );
 }
 
+#[test]
+fn helm_installs_and_uninstalls_the_chart() {
+    let test = "helm_installs_and_uninstalls_the_chart";
+    let Some(helm) = deploy::helm_binary(test) else {
+        return;
+    };
+    let Some(lab) = KubeLab::start("dp-helm", test, ControlPlaneConfig::default()) else {
+        return;
+    };
+    let client = lab.cp().client().expect("admin client");
+    let chart = deploy::chart_dir().display().to_string();
+    let args = [
+        "install",
+        "vigil",
+        chart.as_str(),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+    ];
+    let out = deploy::helm_in_lab(lab.cp(), &helm, &args).expect("helm install");
+    assert!(out.contains("STATUS: deployed"), "helm install:\n{out}");
+    let (ds, crds) = lab.cp().block_on(async {
+        let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let mut names = Vec::new();
+        for plural in OUR_CRDS {
+            let name = format!("{plural}.metallb.io");
+            wait_crd_established(&client, &name, Duration::from_secs(30))
+                .await
+                .expect("CRD installed by helm");
+            names.push(
+                crds.get(&name)
+                    .await
+                    .expect("CRD")
+                    .metadata
+                    .name
+                    .unwrap_or_default(),
+            );
+        }
+        (
+            daemonsets.get_opt("vigil-speaker").await.expect("get"),
+            names,
+        )
+    });
+    assert!(ds.is_some(), "the speaker DaemonSet was installed");
+    assert_eq!(crds.len(), OUR_CRDS.len());
+    let out = deploy::helm_in_lab(
+        lab.cp(),
+        &helm,
+        &["uninstall", "vigil", "--namespace", NAMESPACE],
+    )
+    .expect("helm uninstall");
+    assert!(out.contains("uninstalled"), "helm uninstall:\n{out}");
+    let gone = lab.cp().block_on(async {
+        let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+        daemonsets
+            .get_opt("vigil-speaker")
+            .await
+            .expect("get")
+            .is_none()
+    });
+    assert!(gone, "helm uninstall removed the DaemonSet");
+    println!(
+        "helm install and uninstall of deploy/helm/vigil: deployed, CRDs established, removed"
+    );
+}
+
 /// A sample object and what MetalLB's schema says of it.
 struct Sample {
     name: &'static str,

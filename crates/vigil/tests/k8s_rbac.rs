@@ -213,15 +213,17 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
     plug(&mut lab, "client", CLIENT_IP);
     let client = lab.cp().client().expect("admin client");
 
-    // Our install, for real, as `kubectl apply --server-side -k` would do it.
+    // Our install, for real.
     let rendered = deploy::kustomize(&kubectl, "fresh-install").expect("kustomize");
+    // The README's command, word for word.
+    let overlay = deploy::overlay_dir("fresh-install").display().to_string();
     deploy::kubectl_in_lab(
         lab.cp(),
         &kubectl,
-        &["apply", "--server-side", "-f", "-"],
-        Some(&rendered),
+        &["apply", "--server-side", "-k", &overlay],
+        None,
     )
-    .expect("apply fresh-install");
+    .expect("kubectl apply --server-side -k deploy/kubernetes/overlays/fresh-install");
     let speaker = container(&rendered, "DaemonSet");
     let controller = container(&rendered, "Deployment");
     let speaker_env = plain_env(&speaker);
