@@ -1053,6 +1053,23 @@ fn mixed_cluster_elects_one_owner_per_service() {
             prober.conflicts(s.ip, Duration::ZERO, end)
         );
     }
+    // Every speaker ran under MetalLB's speaker RBAC. The one request of vigil's it refuses is
+    // the key-rotation acknowledgement Lease (vigil's own addition, used only once vigil's
+    // controller rotates keys); anything else refused would break the image-only swap.
+    for (node, s) in &cluster.speakers {
+        if let Speaker::Vigil(v) = s {
+            let log = std::fs::read_to_string(&v.log).unwrap_or_default();
+            let refused: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("forbidden") && !l.contains(r#""event":"key_ack_failed""#))
+                .collect();
+            assert!(
+                refused.is_empty(),
+                "{node}: requests refused by MetalLB's speaker RBAC:\n{}",
+                refused.join("\n")
+            );
+        }
+    }
     eprintln!("{TEST}: total {:?}", started.elapsed());
 }
 
