@@ -164,6 +164,8 @@ pub async fn start(
     String,
 > {
     let changed = Arc::new(Notify::new());
+    let counters = SourceCounters::default();
+    counters.set_kubernetes();
     let ns = &settings.namespace;
     // Speaker Pods: the whole namespace is watched; translate applies METALLB_ML_LABELS.
     let pod_ns = settings
@@ -171,13 +173,17 @@ pub async fn start(
         .as_ref()
         .map_or_else(|| ns.clone(), |ml| ml.namespace.clone());
     let all = watcher::Config::default();
+    let watch = Watch {
+        changed: Arc::clone(&changed),
+        counters: counters.clone(),
+    };
     let stores = Stores {
-        pools: reflect(Api::namespaced(client.clone(), ns), all.clone(), &changed),
-        ads: reflect(Api::namespaced(client.clone(), ns), all.clone(), &changed),
-        services: reflect(Api::all(client.clone()), all.clone(), &changed),
-        slices: reflect(Api::all(client.clone()), all.clone(), &changed),
-        nodes: reflect(Api::all(client.clone()), all, &changed),
-        pods: poll_list(Api::namespaced(client.clone(), &pod_ns), &changed),
+        pools: watch.reflect(Api::namespaced(client.clone(), ns), all.clone()),
+        ads: watch.reflect(Api::namespaced(client.clone(), ns), all.clone()),
+        services: watch.reflect(Api::all(client.clone()), all.clone()),
+        slices: watch.reflect(Api::all(client.clone()), all.clone()),
+        nodes: watch.reflect(Api::all(client.clone()), all),
+        pods: watch.poll_list(Api::namespaced(client.clone(), &pod_ns)),
     };
     stores.wait_ready().await?;
     let mut builder = Builder {
@@ -197,7 +203,7 @@ pub async fn start(
         state: Api::namespaced(client.clone(), ns),
         written: None,
         shared,
-        counters: SourceCounters::default(),
+        counters,
     };
     let initial = builder.snapshot();
     builder.write_state().await;
@@ -266,76 +272,97 @@ impl Stores {
     }
 }
 
-/// One reflector: a watch with kube's default backoff feeding a store; every event (and
-/// every error, logged) rings `changed`.
-fn reflect<K>(api: Api<K>, config: watcher::Config, changed: &Arc<Notify>) -> Store<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
-    let changed = Arc::clone(changed);
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(_) => changed.notify_one(),
-                Err(e) => warn!(
-                    event = "k8s_watch_error",
-                    kind = %K::kind(&()),
-                    error = %e,
-                    "watch failed; retrying, the cache in force stays"
-                ),
-            }
-        }
-    });
-    reader
+/// What every watch shares: the bell rung on a change, and the counters
+/// (`metallb_k8s_client_updates_total` counts each object seen changed or deleted).
+struct Watch {
+    changed: Arc<Notify>,
+    counters: SourceCounters,
 }
 
-/// A store filled by listing every [`POD_POLL`], not watching: MetalLB's speaker role may
-/// list speaker Pods but not watch them (MetalLB itself lists them at start and then every
-/// few minutes). A failed list keeps the last one.
-fn poll_list<K>(api: Api<K>, changed: &Arc<Notify>) -> Store<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, mut writer) = reflector::store();
-    let changed = Arc::clone(changed);
-    tokio::spawn(async move {
-        let mut poll = tokio::time::interval(POD_POLL);
-        let mut last_versions: Option<Vec<Option<String>>> = None;
-        loop {
-            poll.tick().await;
-            match api.list(&kube::api::ListParams::default()).await {
-                Ok(list) => {
-                    let versions = list
-                        .items
-                        .iter()
-                        .map(|o| o.meta().resource_version.clone())
-                        .collect();
-                    if last_versions.as_ref() == Some(&versions) {
-                        continue;
+impl Watch {
+    /// One reflector: a watch with kube's default backoff feeding a store; every event (and
+    /// every error, logged) rings `changed`.
+    fn reflect<K>(&self, api: Api<K>, config: watcher::Config) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (reader, writer) = reflector::store();
+        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        let changed = Arc::clone(&self.changed);
+        let counters = self.counters.clone();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(event) => {
+                        if matches!(
+                            event,
+                            watcher::Event::Apply(_)
+                                | watcher::Event::Delete(_)
+                                | watcher::Event::InitApply(_)
+                        ) {
+                            counters.count_update();
+                        }
+                        changed.notify_one();
                     }
-                    last_versions = Some(versions);
-                    writer.apply_watcher_event(&watcher::Event::Init);
-                    for object in list.items {
-                        writer.apply_watcher_event(&watcher::Event::InitApply(object));
-                    }
-                    writer.apply_watcher_event(&watcher::Event::InitDone);
-                    changed.notify_one();
+                    Err(e) => warn!(
+                        event = "k8s_watch_error",
+                        kind = %K::kind(&()),
+                        error = %e,
+                        "watch failed; retrying, the cache in force stays"
+                    ),
                 }
-                Err(e) => warn!(
-                    event = "k8s_list_error",
-                    kind = %K::kind(&()),
-                    error = %e,
-                    "list failed; the last one stays"
-                ),
             }
-        }
-    });
-    reader
-}
+        });
+        reader
+    }
 
+    /// A store filled by listing every [`POD_POLL`], not watching: MetalLB's speaker role may
+    /// list speaker Pods but not watch them (MetalLB itself lists them at start and then every
+    /// few minutes). A failed list keeps the last one.
+    fn poll_list<K>(&self, api: Api<K>) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (reader, mut writer) = reflector::store();
+        let changed = Arc::clone(&self.changed);
+        let counters = self.counters.clone();
+        tokio::spawn(async move {
+            let mut poll = tokio::time::interval(POD_POLL);
+            let mut last_versions: Option<Vec<Option<String>>> = None;
+            loop {
+                poll.tick().await;
+                match api.list(&kube::api::ListParams::default()).await {
+                    Ok(list) => {
+                        let versions = list
+                            .items
+                            .iter()
+                            .map(|o| o.meta().resource_version.clone())
+                            .collect();
+                        if last_versions.as_ref() == Some(&versions) {
+                            continue;
+                        }
+                        last_versions = Some(versions);
+                        writer.apply_watcher_event(&watcher::Event::Init);
+                        for object in list.items {
+                            counters.count_update();
+                            writer.apply_watcher_event(&watcher::Event::InitApply(object));
+                        }
+                        writer.apply_watcher_event(&watcher::Event::InitDone);
+                        changed.notify_one();
+                    }
+                    Err(e) => warn!(
+                        event = "k8s_list_error",
+                        kind = %K::kind(&()),
+                        error = %e,
+                        "list failed; the last one stays"
+                    ),
+                }
+            }
+        });
+        reader
+    }
+}
 /// Builds snapshots from the stores.
 struct Builder {
     stores: Stores,
@@ -435,9 +462,14 @@ impl Builder {
             }
             Reload::Refused(services) => {
                 self.counters.count_rejected();
+                // MetalLB counts an update error for the handler's refusal, not for a
+                // configuration that does not parse.
+                self.counters.count_update_error();
                 warn!(event = "config_refused", services = ?services, "configuration would orphan announced IPs; the last good one stays");
             }
         }
+        self.counters
+            .set_config_state(self.tracker.loaded(), self.tracker.stale());
         let Some(config) = self.tracker.config() else {
             // MetalLB announces nothing before a configuration is applied.
             return DesiredState::default();

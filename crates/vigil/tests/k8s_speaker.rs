@@ -120,7 +120,7 @@ impl VigilSpeaker {
             .arg(format!("--ml-bindport={}", config.memberlist_port))
             .arg(format!("--ml-labels={}", metallb::speaker_label_selector()))
             .arg(format!("--ml-secret-key-path={}", key_dir.display()))
-            .arg("--port=0")
+            .args((!extra_args.iter().any(|a| a.starts_with("--port="))).then_some("--port=0"))
             .arg("--log-level=info")
             .args(extra_args)
             .env_remove("KUBECONFIG")
@@ -839,4 +839,331 @@ fn bad_speaker_files_stop_the_start_naming_the_field() {
         "{stderr}"
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+/// `/metrics` of the speaker at `ip:port`, fetched from the control plane's host (plain
+/// HTTP, as vigil serves it), parsed into `name{labels}` -> value.
+fn scrape(lab: &KubeLab, ip: IpAddr, port: u16) -> std::collections::BTreeMap<String, f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let text = lab.cp().block_on(async {
+        let mut s = tokio::net::TcpStream::connect((ip, port))
+            .await
+            .expect("connect to /metrics");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("ask /metrics");
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.expect("read /metrics");
+        out
+    });
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `status.result` and `status.errorSummary` of ConfigurationState `speaker-<node>` once
+/// `done` accepts them (bounded); the last seen.
+fn wait_configuration(
+    lab: &KubeLab,
+    node: &str,
+    done: impl Fn(&str, &str) -> bool + Sync,
+) -> (String, String) {
+    let client = lab.cp().client().expect("admin client");
+    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "ConfigurationState");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "configurationstates");
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
+    lab.cp().block_on(async {
+        let end = Instant::now() + SETTLE_LIMIT;
+        loop {
+            let status = api
+                .get_opt(&format!("speaker-{node}"))
+                .await
+                .expect("get ConfigurationState")
+                .map(|o| o.data["status"].clone())
+                .unwrap_or_default();
+            let text = |k: &str| status[k].as_str().unwrap_or_default().to_string();
+            let (result, summary) = (text("result"), text("errorSummary"));
+            if done(&result, &summary) || Instant::now() > end {
+                break (result, summary);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+fn delete_metallb_object(lab: &KubeLab, plural: &str, kind: &str, name: &str) {
+    let client = lab.cp().client().expect("admin client");
+    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", kind);
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
+    lab.cp()
+        .block_on(api.delete(name, &kube::api::DeleteParams::default()))
+        .unwrap_or_else(|e| panic!("delete {kind} {name}: {e}"));
+}
+
+const METRICS_PORT: u16 = 9120;
+
+/// MetalLB's metrics from running `vigil speaker`s on `--port` (names, labels and values as
+/// MetalLB's), then issue 13 item 5: MetalLB's half-valid configurations, each applied to the
+/// real API server while the VIP is announced. An invalid pool and overlapping pools make
+/// every speaker's ConfigurationState Invalid with MetalLB's reason and
+/// `metallb_k8s_client_config_stale_bool` 1, while the last good configuration keeps the VIP
+/// on its owner; an L2Advertisement naming an unknown pool is no error (MetalLB attaches it
+/// to nothing); removing the pool of the announced IP is refused by the announcing speaker
+/// alone (Invalid, keeps announcing), the others take it. Each repaired case goes back to
+/// Valid and stale 0.
+#[test]
+fn metallb_metrics_and_half_valid_configurations() {
+    const TEST: &str = "metallb_metrics_and_half_valid_configurations";
+    let started = Instant::now();
+    let Some((lab, mut speakers, configs, macs)) =
+        start_cluster_with(TEST, "vk-spm", Allocate::Test, |_, _| {
+            vec![format!("--port={METRICS_PORT}")]
+        })
+    else {
+        return;
+    };
+    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
+    let owner = first(&nodes);
+    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
+    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    assert!(
+        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        "expected only {owner} to answer, got {settled:?}; logs:\n{}",
+        logs(&speakers)
+    );
+    let announced = |node: &str| {
+        format!(
+            "metallb_speaker_announced{{ip=\"{VIP}\",node=\"{node}\",protocol=\"layer2\",service=\"smoke/web\"}}"
+        )
+    };
+    let per_ip = |name: &str| format!("{name}{{ip=\"{VIP}\"}}");
+    let scrape_all = || -> Vec<std::collections::BTreeMap<String, f64>> {
+        configs
+            .iter()
+            .map(|c| scrape(&lab, c.ip, METRICS_PORT))
+            .collect()
+    };
+    let before = scrape_all();
+    for (i, (m, node)) in before.iter().zip(&nodes).enumerate() {
+        let series: Vec<&String> = m
+            .keys()
+            .filter(|k| k.starts_with("metallb_speaker_announced{"))
+            .collect();
+        if i == owner_index {
+            assert_eq!(m.get(&announced(node)), Some(&1.0), "{node}: {series:?}");
+        } else {
+            assert!(series.is_empty(), "{node} announces nothing: {series:?}");
+        }
+        assert_eq!(
+            m.get("metallb_k8s_client_config_loaded_bool"),
+            Some(&1.0),
+            "{node}"
+        );
+        assert_eq!(
+            m.get("metallb_k8s_client_config_stale_bool"),
+            Some(&0.0),
+            "{node}"
+        );
+        assert!(
+            m.get("metallb_k8s_client_updates_total")
+                .is_some_and(|v| *v > 0.0),
+            "{node}: object updates counted"
+        );
+        assert_eq!(
+            m.get("metallb_k8s_client_update_errors_total"),
+            Some(&0.0),
+            "{node}"
+        );
+    }
+    // Real ARP questions: the owner counts each one it received and answered.
+    let ns = lab.bridge().ns("client");
+    let mut answered = 0;
+    for _ in 0..5 {
+        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(200))
+            .expect("ask ARP from the client");
+        answered += usize::from(answers.iter().any(|a| a.mac == macs[owner_index]));
+    }
+    assert_eq!(answered, 5, "every question answered by {owner}");
+    let after = scrape_all();
+    let delta = |i: usize, name: &str| {
+        after[i].get(&per_ip(name)).copied().unwrap_or(0.0)
+            - before[i].get(&per_ip(name)).copied().unwrap_or(0.0)
+    };
+    assert!(
+        delta(owner_index, "metallb_layer2_requests_received") >= 5.0,
+        "{owner}: requests {:?} -> {:?}",
+        before[owner_index].get(&per_ip("metallb_layer2_requests_received")),
+        after[owner_index].get(&per_ip("metallb_layer2_requests_received"))
+    );
+    assert!(
+        delta(owner_index, "metallb_layer2_responses_sent") >= 5.0,
+        "{owner}: responses"
+    );
+    assert!(
+        after[owner_index]
+            .get(&per_ip("metallb_layer2_gratuitous_sent"))
+            .is_some_and(|v| *v > 0.0),
+        "{owner}: its takeover sent gratuitous ARP"
+    );
+    for (i, node) in nodes.iter().enumerate().filter(|(i, _)| *i != owner_index) {
+        // (A node that was alone at its start may have answered then.)
+        assert_eq!(
+            delta(i, "metallb_layer2_responses_sent"),
+            0.0,
+            "{node} answered none of the five"
+        );
+    }
+
+    let client = lab.cp().client().expect("admin client");
+    let apply = |what: &str, yaml: &str| {
+        lab.cp()
+            .block_on(apply_yaml(&client, what, yaml))
+            .unwrap_or_else(|e| panic!("apply {what}: {e}"));
+    };
+    let still_owner = |case: &str, speakers: &mut [VigilSpeaker]| {
+        let answers = wait_only(&lab, speakers, &macs[owner_index], SETTLE_LIMIT);
+        assert!(
+            !answers.is_empty() && answers.iter().all(|a| a.mac == macs[owner_index]),
+            "{case}: the last good configuration keeps {VIP} on {owner}, got {answers:?}"
+        );
+    };
+    let all_stale = |case: &str, want: f64| {
+        for (c, node) in configs.iter().zip(&nodes) {
+            let m = scrape(&lab, c.ip, METRICS_PORT);
+            assert_eq!(
+                m.get("metallb_k8s_client_config_stale_bool"),
+                Some(&want),
+                "{case}: {node} stale"
+            );
+        }
+    };
+    let all_valid = |case: &str| {
+        for node in &nodes {
+            let (result, summary) = wait_configuration(&lab, node, |r, _| r == "Valid");
+            assert_eq!(result, "Valid", "{case} repaired: {node}: {summary}");
+        }
+    };
+    let bad_pool = r#"
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: bad, namespace: metallb-system}
+spec: {addresses: ["198.18.2.0/33"]}
+"#;
+    let overlapping = r#"
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: overlap, namespace: metallb-system}
+spec: {addresses: ["198.18.0.192/27"]}
+"#;
+    for (case, yaml, name, reason) in [
+        ("invalid pool", bad_pool, "bad", "parsing address pool bad"),
+        (
+            "overlapping pools",
+            overlapping,
+            "overlap",
+            "overlaps with already defined CIDR",
+        ),
+    ] {
+        apply(case, yaml);
+        for node in &nodes {
+            let (result, summary) =
+                wait_configuration(&lab, node, |r, s| r == "Invalid" && s.contains(reason));
+            assert!(
+                result == "Invalid" && summary.contains(reason),
+                "{case}: {node}: {result} {summary:?}; logs:\n{}",
+                logs(&speakers)
+            );
+        }
+        all_stale(case, 1.0);
+        still_owner(case, &mut speakers);
+        delete_metallb_object(&lab, "ipaddresspools", "IPAddressPool", name);
+        all_valid(case);
+        // MetalLB's quirk: back to the configuration in force is "unchanged", so the stale
+        // flag stays until another configuration is applied.
+        all_stale(case, 1.0);
+    }
+    // A configuration that does not parse is no update error in MetalLB.
+    for (c, node) in configs.iter().zip(&nodes) {
+        let m = scrape(&lab, c.ip, METRICS_PORT);
+        assert_eq!(
+            m.get("metallb_k8s_client_update_errors_total"),
+            Some(&0.0),
+            "{node}"
+        );
+    }
+
+    // An advertisement naming a pool that does not exist attaches to nothing: no error.
+    apply(
+        "unknown pool",
+        r#"
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: ghost, namespace: metallb-system}
+spec: {ipAddressPools: [no-such-pool]}
+"#,
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    all_valid("unknown pool");
+    still_owner("unknown pool", &mut speakers);
+
+    // The announced IP's pool goes: the announcing speaker refuses, the others accept.
+    delete_metallb_object(&lab, "ipaddresspools", "IPAddressPool", "lab");
+    let (result, summary) = wait_configuration(&lab, &owner, |r, _| r == "Invalid");
+    assert!(
+        result == "Invalid" && summary.contains("general handler sync state error"),
+        "{owner} announces {VIP}: {result} {summary:?}"
+    );
+    for node in nodes.iter().filter(|n| **n != owner) {
+        let (result, summary) = wait_configuration(&lab, node, |r, _| r == "Valid");
+        assert_eq!(
+            result, "Valid",
+            "{node} announces nothing from lab: {summary}"
+        );
+    }
+    still_owner("pool of the announced IP removed", &mut speakers);
+    for (i, (c, node)) in configs.iter().zip(&nodes).enumerate() {
+        let m = scrape(&lab, c.ip, METRICS_PORT);
+        let refused = i == owner_index;
+        // The others applied a new configuration: their stale flag from the repaired
+        // cases above clears; the owner refused it.
+        assert_eq!(
+            m.get("metallb_k8s_client_config_stale_bool"),
+            Some(&if refused { 1.0 } else { 0.0 }),
+            "{node}: stale after the pool of the announced IP went"
+        );
+        let errors = m
+            .get("metallb_k8s_client_update_errors_total")
+            .copied()
+            .unwrap_or(0.0);
+        assert_eq!(errors > 0.0, refused, "{node}: update errors {errors}");
+        if refused {
+            assert_eq!(
+                m.get(&announced(node)),
+                Some(&1.0),
+                "{node} still announces"
+            );
+        }
+    }
+    apply("the pool back", POOL_AND_AD);
+    all_valid("pool back");
+    all_stale("pool back", 0.0);
+    still_owner("pool back", &mut speakers);
+    for s in &mut speakers {
+        s.check_running();
+    }
+    eprintln!(
+        "{TEST}: metrics as MetalLB's on {owner} and the others; 4 half-valid cases as MetalLB; total {:?}",
+        started.elapsed()
+    );
 }

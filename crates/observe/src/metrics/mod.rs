@@ -11,18 +11,20 @@
 //! ```
 //!
 //! Names: MetalLB's where MetalLB has the metric (`metallb_speaker_announced`,
-//! `metallb_layer2_*`, so its dashboards work unchanged), `vigil_<part>_*` otherwise. Counters
+//! `metallb_layer2_*`, `metallb_k8s_client_*`, so its dashboards work unchanged), `vigil_<part>_*` otherwise. Counters
 //! end in `_total` (added by the encoder), except MetalLB's three `metallb_layer2_*` counters,
 //! which MetalLB exports without the suffix; they are written untyped so their names stay
 //! exactly MetalLB's.
 
 mod election;
 mod gossip;
+mod k8s;
 mod l2;
 mod speaker;
 
 pub use election::ElectionMetrics;
 pub use gossip::{GossipMetrics, MemberCounts, MemberEventCounts};
+pub use k8s::K8sClientMetrics;
 pub use l2::L2Metrics;
 pub use speaker::{LocalAddressMetrics, SpeakerMetrics};
 pub use vigil_speaker_core::core::MemberEventKind;

@@ -166,11 +166,18 @@ fn everything() -> Scrape {
         config_reloads_rejected: 1,
         ..Default::default()
     };
+    let k8s = K8sClientMetrics {
+        updates: 9,
+        update_errors: 2,
+        config_loaded: true,
+        config_stale: true,
+    };
     Scrape::new()
         .with(l2)
         .with(gossip)
         .with(election)
         .with(speaker)
+        .with(k8s)
 }
 
 #[test]
@@ -209,6 +216,10 @@ fn the_text_parses_and_carries_every_name_once() {
         ("vigil_local_address_held", "gauge"),
         ("vigil_local_address_changes_total", "counter"),
         ("vigil_config_reloads_total", "counter"),
+        ("metallb_k8s_client_updates_total", "counter"),
+        ("metallb_k8s_client_update_errors_total", "counter"),
+        ("metallb_k8s_client_config_loaded_bool", "gauge"),
+        ("metallb_k8s_client_config_stale_bool", "gauge"),
     ] {
         assert_eq!(kinds.get(name), Some(&kind), "{name} in:\n{text}");
     }
@@ -275,6 +286,15 @@ fn the_text_parses_and_carries_every_name_once() {
         sample(&f, "vigil_config_reloads_total", &[("result", "rejected")]),
         Some(1.0)
     );
+    // MetalLB's client metrics, with MetalLB's exact names.
+    for (line, value) in [
+        ("metallb_k8s_client_updates_total", 9.0),
+        ("metallb_k8s_client_update_errors_total", 2.0),
+        ("metallb_k8s_client_config_loaded_bool", 1.0),
+        ("metallb_k8s_client_config_stale_bool", 1.0),
+    ] {
+        assert_eq!(sample(&f, line, &[]), Some(value), "{line}");
+    }
     // The exact lines the speaker tests and dashboards grep for.
     assert!(
         text.contains("metallb_layer2_requests_received{ip=\"198.18.0.100\"} 3\n"),

@@ -75,7 +75,7 @@ fn scrape(
     let status = &shared.status;
     let quorum = status.quorum.live >= status.quorum.needed;
     let owned: std::collections::BTreeSet<_> = shared.announced.iter().map(|(_, ip)| *ip).collect();
-    Scrape::new()
+    let scrape = Scrape::new()
         .with(L2Metrics {
             node: status.node.clone(),
             announced: shared.announced.clone(),
@@ -107,7 +107,11 @@ fn scrape(
             }),
             config_reloads_applied: reloads.applied(),
             config_reloads_rejected: reloads.rejected(),
-        })
+        });
+    match reloads.k8s_client() {
+        Some(k8s) => scrape.with(k8s),
+        None => scrape,
+    }
 }
 
 /// Alive: the gossip driver answers.

@@ -6,33 +6,82 @@ pub mod http;
 pub mod state;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use vigil_observe::metrics::K8sClientMetrics;
 
 /// Reloads a configuration source applied and rejected, shown in `/metrics`
-/// (`vigil_config_reloads_total`). Cheap to clone; every clone counts into the same pair.
+/// (`vigil_config_reloads_total`), and, for the Kubernetes source, MetalLB's
+/// `metallb_k8s_client_*` counts. Cheap to clone; every clone counts into the same values.
 #[derive(Debug, Clone, Default)]
 pub struct SourceCounters {
-    inner: Arc<[AtomicU64; 2]>,
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    applied: AtomicU64,
+    rejected: AtomicU64,
+    /// Set by a Kubernetes source: the `metallb_k8s_client_*` series are exported.
+    kubernetes: AtomicBool,
+    updates: AtomicU64,
+    update_errors: AtomicU64,
+    config_loaded: AtomicBool,
+    config_stale: AtomicBool,
 }
 
 impl SourceCounters {
     /// A new snapshot was applied.
     pub fn count_applied(&self) {
-        self.inner[0].fetch_add(1, Ordering::Relaxed);
+        self.inner.applied.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A new snapshot was rejected (the old one stays in force).
     pub fn count_rejected(&self) {
-        self.inner[1].fetch_add(1, Ordering::Relaxed);
+        self.inner.rejected.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Snapshots applied so far.
     pub fn applied(&self) -> u64 {
-        self.inner[0].load(Ordering::Relaxed)
+        self.inner.applied.load(Ordering::Relaxed)
     }
 
     /// Snapshots rejected so far.
     pub fn rejected(&self) -> u64 {
-        self.inner[1].load(Ordering::Relaxed)
+        self.inner.rejected.load(Ordering::Relaxed)
+    }
+
+    /// The source reads Kubernetes: `/metrics` shows MetalLB's `metallb_k8s_client_*`.
+    pub fn set_kubernetes(&self) {
+        self.inner.kubernetes.store(true, Ordering::Relaxed);
+    }
+
+    /// One Kubernetes object update processed (`metallb_k8s_client_updates_total`).
+    pub fn count_update(&self) {
+        self.inner.updates.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One update that failed (`metallb_k8s_client_update_errors_total`).
+    pub fn count_update_error(&self) {
+        self.inner.update_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a configuration was ever loaded (`config_loaded_bool`) and whether the
+    /// speaker runs on a stale one because the latest failed (`config_stale_bool`).
+    pub fn set_config_state(&self, loaded: bool, stale: bool) {
+        self.inner.config_loaded.store(loaded, Ordering::Relaxed);
+        self.inner.config_stale.store(stale, Ordering::Relaxed);
+    }
+
+    /// MetalLB's Kubernetes client metrics, for a Kubernetes source only.
+    pub fn k8s_client(&self) -> Option<K8sClientMetrics> {
+        let i = &self.inner;
+        i.kubernetes
+            .load(Ordering::Relaxed)
+            .then(|| K8sClientMetrics {
+                updates: i.updates.load(Ordering::Relaxed),
+                update_errors: i.update_errors.load(Ordering::Relaxed),
+                config_loaded: i.config_loaded.load(Ordering::Relaxed),
+                config_stale: i.config_stale.load(Ordering::Relaxed),
+            })
     }
 }
