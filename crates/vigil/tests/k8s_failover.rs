@@ -115,6 +115,18 @@ fn fail(test: &str, c: &mut Cluster, fault: Fault, owner: &str) -> (String, Tria
         fault.name(),
         c.logs()
     );
+    // The new owner told the LAN itself (gratuitous ARP, unsolicited NA), not only answered.
+    for kind in [Kind::Arp, Kind::Ndp] {
+        assert!(
+            recording.answers.iter().any(|a| a.kind == kind
+                && a.gratuitous
+                && a.at >= fault_at
+                && a.mac.to_string() == next_mac),
+            "{test}: {}: no unsolicited {} announcement from {next} after the fault",
+            fault.name(),
+            kind.name()
+        );
+    }
     let arp = outage(&recording, Kind::Arp, fault_at, &next_mac).expect("ARP answer from next");
     let ndp = outage(&recording, Kind::Ndp, fault_at, &next_mac).expect("NDP answer from next");
     c.assert_only(&format!("{test}: after {}", fault.name()), &WEB, &next);

@@ -30,7 +30,6 @@ use vigil_kubelab::{
     ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml,
     create_endpoint_slice, create_service, ensure_namespace,
 };
-use vigil_l2::wire::ethernet::Address as Mac;
 use vigil_l2_net::{Filter, PacketSocket};
 use vigil_netlab::prober::{self, Answer, Ipv6Question, Kind, WatchConfig};
 
@@ -748,9 +747,4 @@ pub fn outage(
 /// `d` in whole milliseconds.
 pub fn ms(d: Duration) -> u128 {
     d.as_millis()
-}
-
-/// The MAC string of a prober answer (for comparing with the lab's).
-pub fn mac_string(mac: Mac) -> String {
-    mac.to_string()
 }
