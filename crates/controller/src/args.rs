@@ -57,6 +57,9 @@ pub struct Args {
     /// the key in use).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub key_rotation_retain: Duration,
+    /// Port of the `/healthz` and `/readyz` probes, as MetalLB's controller (0: none).
+    #[arg(long = "health-probe-port", default_value_t = 17472)]
+    pub health_probe_port: u16,
     /// Address to serve `/metrics` on (e.g. 0.0.0.0:7472); none by default.
     #[arg(long = "metrics-addr", env = "VIGIL_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,

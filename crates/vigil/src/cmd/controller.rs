@@ -51,8 +51,15 @@ pub fn run(args: Args) -> ExitCode {
         Err(e) => return fail(2, e),
     };
     let metrics_addr = args.controller.metrics_addr;
+    // MetalLB's controller serves its probes on every address (":17472").
+    let probes = (
+        std::net::Ipv6Addr::UNSPECIFIED,
+        args.controller.health_probe_port,
+    )
+        .into();
     let controller = async move {
         let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
+        tokio::spawn(super::health_probe::serve(probes, std::future::pending()));
         let client = super::speaker::kube_client(args.kubeconfig.as_deref()).await?;
         // One shutdown for the allocator, the rotation and the metrics route.
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod controller;
+pub mod health_probe;
 pub mod keygen;
 pub mod lab;
 pub mod sim;
