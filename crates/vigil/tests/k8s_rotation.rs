@@ -197,17 +197,23 @@ impl Rig {
     /// acknowledgement Role, the pool, Service `smoke/web` at [`VIP`] with endpoints on
     /// every node; then five vigil speakers, until exactly one answers for the VIP.
     fn start(test: &str, tag: &str) -> Option<Self> {
+        Self::start_some(test, tag, SPEAKERS.len(), SPEAKERS.len())
+    }
+
+    /// As [`Rig::start`] with the first `nodes` of [`SPEAKERS`] registered and the first
+    /// `vigil` of them running `vigil speaker` (the rest is for MetalLB's speaker).
+    fn start_some(test: &str, tag: &str, nodes: usize, vigil: usize) -> Option<Self> {
         let cp_config = ControlPlaneConfig {
             tokens: metallb::metallb_service_account_tokens(),
             ..ControlPlaneConfig::default()
         };
         let mut lab = KubeLab::start(tag, test, cp_config)?;
-        let configs: Vec<SpeakerConfig> = SPEAKERS
+        let configs: Vec<SpeakerConfig> = SPEAKERS[..nodes]
             .iter()
             .map(|(host, node, ip)| SpeakerConfig::new(host, node, IpAddr::from(*ip)))
             .collect();
-        for (host, _, ip) in SPEAKERS {
-            plug(&mut lab, host, Ipv4Addr::from(ip));
+        for (host, _, ip) in &SPEAKERS[..nodes] {
+            plug(&mut lab, host, Ipv4Addr::from(*ip));
         }
         plug(&mut lab, "client", CLIENT_IP);
         let macs = configs
@@ -264,7 +270,7 @@ impl Rig {
             key,
             lab,
         };
-        for i in 0..rig.configs.len() {
+        for i in 0..vigil {
             let speaker = rig.start_speaker(i);
             rig.speakers.push(speaker);
         }
@@ -300,7 +306,8 @@ impl Rig {
         Proc::spawn(&config.node, &ns, &args, log)
     }
 
-    /// `vigil controller` with a short rotation period, the admin's kubeconfig, on `cp`.
+    /// `vigil controller` with a short rotation period, the admin's kubeconfig, on `cp`,
+    /// serving `/metrics` on the control plane's address.
     fn start_controller(&mut self, identity: &str) {
         let dir = self.lab.cp().work_dir().join("vigil").join(identity);
         std::fs::create_dir_all(&dir).expect("controller dir");
@@ -315,6 +322,7 @@ impl Rig {
             "--key-rotation-retain=2s".to_string(),
             "--lease-duration=3s".to_string(),
             "--lease-grace=1s".to_string(),
+            format!("--metrics-addr={}", self.controller_metrics()),
         ];
         let proc = Proc::spawn(
             identity,
@@ -323,6 +331,10 @@ impl Rig {
             dir.join("controller.log"),
         );
         self.controllers.push(proc);
+    }
+
+    fn controller_metrics(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::new(self.lab.cp().addr().ip(), METRICS_PORT)
     }
 
     fn check_running(&mut self) {
@@ -720,4 +732,91 @@ fn keys_rotate_through_an_api_outage_and_past_a_node_that_was_offline() {
         probes.questions,
         probes.unanswered
     );
+}
+
+#[test]
+fn a_metallb_speaker_in_the_cluster_pauses_rotation_until_it_leaves() {
+    let test = "a_metallb_speaker_in_the_cluster_pauses_rotation_until_it_leaves";
+    let Some(binaries) = metallb::metallb_binaries(test) else {
+        return;
+    };
+    let Some(mut rig) = Rig::start_some(test, "krotc", 4, 3) else {
+        return;
+    };
+    let mut go_config = rig.configs[3].clone();
+    go_config.kubeconfig = Some(rig.speaker_kubeconfig.clone());
+    let mut go = vigil_kubelab::MetalLbSpeaker::start(&rig.lab, &binaries, &go_config, &rig.key)
+        .expect("start MetalLB's speaker");
+    let initial = rig.keyring().1;
+    // The vigil speakers see the MetalLB speaker in gossip (it has no acknowledgement).
+    let end = Instant::now() + SETTLE_LIMIT;
+    while !rig.acks().iter().any(|a| {
+        a.members
+            .as_ref()
+            .is_some_and(|m| m.contains(&go_config.node))
+    }) {
+        rig.check_running();
+        assert!(
+            Instant::now() < end,
+            "{test}: no vigil speaker sees {} in gossip\n{}",
+            go_config.node,
+            rig.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rig.start_controller("controller-0");
+
+    // Paused: a Warning event naming the MetalLB speaker, the metric, and no key change.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(
+        rig.lab.cp().client().expect("admin client"),
+        METALLB_NAMESPACE,
+    );
+    let end = Instant::now() + SETTLE_LIMIT;
+    let note = loop {
+        rig.check_running();
+        let list = rig
+            .lab
+            .cp()
+            .block_on(events.list(&ListParams::default().fields(&format!(
+                "involvedObject.name={MEMBERLIST_SECRET},reason=KeyRotationPaused"
+            ))))
+            .expect("list events");
+        if let Some(e) = list
+            .items
+            .into_iter()
+            .find(|e| e.type_.as_deref() == Some("Warning"))
+        {
+            break e.message.unwrap_or_default();
+        }
+        assert!(
+            Instant::now() < end,
+            "{test}: no KeyRotationPaused event\n{}",
+            rig.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(note.contains(&go_config.node), "{test}: {note}");
+    let ns = rig.lab.cp().ns().to_string();
+    let metrics = http_get(&ns, rig.controller_metrics(), "/metrics");
+    assert!(
+        metrics.contains("vigil_controller_key_rotation_paused{reason=\"metallb_speaker\"} 1"),
+        "{test}: {metrics}"
+    );
+    // Several periods (4 s) pass: the key stays.
+    std::thread::sleep(Duration::from_secs(10));
+    let (form, key) = rig.keyring();
+    assert_eq!(
+        key, initial,
+        "{test}: secretkey changed beside a MetalLB speaker"
+    );
+    assert!(
+        form.as_ref()
+            .is_none_or(|f| f.phase == Phase::Steady && f.keys == [initial.clone()]),
+        "{test}: the keyring moved: {form:?}"
+    );
+    // The MetalLB speaker leaves: the rotation goes on.
+    go.process_mut().stop();
+    let (k1, _) = one_rotation(&mut rig, &initial);
+    rig.wait_acks(&k1);
+    eprintln!("{test}: paused with \"{note}\"; rotated once the MetalLB speaker left");
 }
