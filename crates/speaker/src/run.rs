@@ -353,7 +353,6 @@ impl<S: StatusSink> Runner<S> {
             }
             _ => return,
         };
-        self.lock().member_events.record(kind);
         let view = self.members().await;
         self.sink.members(&view);
         core.handle_members(now(), Some(kind), view);
@@ -511,6 +510,12 @@ impl<S: StatusSink> Runner<S> {
         shared.evaluations = counters.evaluations;
         shared.vips_taken = counters.vips_taken;
         shared.vips_released = counters.vips_released;
+        // The core's count, the one `/status` shows: the runner keeps none of its own.
+        shared.member_events = counters
+            .member_events
+            .iter()
+            .map(|(kind, n)| (*kind, *n))
+            .collect();
         shared.member_counts = member_counts(core.members());
         shared.ready = core.joined();
         shared.local_address = local;

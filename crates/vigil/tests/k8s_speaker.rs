@@ -985,6 +985,11 @@ fn metallb_metrics_and_half_valid_configurations() {
             Some(&0.0),
             "{node}"
         );
+        // The speaker core's count of membership events: this node saw the other two join.
+        let joins = m
+            .get("vigil_gossip_member_events_total{event=\"join\"}")
+            .copied();
+        assert!(joins.is_some_and(|j| j >= 2.0), "{node}: joins {joins:?}");
     }
     // Real ARP questions: the owner counts each one it received and answered.
     let ns = lab.bridge().ns("client");

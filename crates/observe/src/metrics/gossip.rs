@@ -72,6 +72,17 @@ impl MemberEventCounts {
     }
 }
 
+/// From counts kept elsewhere (the speaker core's), so one count feeds every output.
+impl FromIterator<(MemberEventKind, u64)> for MemberEventCounts {
+    fn from_iter<I: IntoIterator<Item = (MemberEventKind, u64)>>(counts: I) -> Self {
+        let mut out = Self::default();
+        for (event, n) in counts {
+            out.0[event as usize] += n;
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum StateLabel {
     Alive,

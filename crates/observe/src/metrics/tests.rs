@@ -368,4 +368,15 @@ fn membership_events_are_classified_from_gossip_events() {
         counts.record(e);
     }
     assert!(MemberEventKind::ALL.iter().all(|e| counts.get(*e) == 1));
+    // The speaker exports the core's own counts, not a second tally.
+    let from_core: MemberEventCounts = [
+        (MemberEventKind::Join, 2),
+        (MemberEventKind::Dead, 1),
+        (MemberEventKind::Join, 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(from_core.get(MemberEventKind::Join), 3);
+    assert_eq!(from_core.get(MemberEventKind::Dead), 1);
+    assert_eq!(from_core.get(MemberEventKind::Refuted), 0);
 }

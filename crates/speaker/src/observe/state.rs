@@ -27,7 +27,7 @@ pub struct Shared {
     pub vips_released: u64,
     /// Members by state, this node included.
     pub member_counts: MemberCounts,
-    /// Membership events seen, by kind.
+    /// Membership events seen, by kind (the speaker core's counters).
     pub member_events: MemberEventCounts,
     /// The local-address device's state, when `announce.local_address` is set.
     pub local_address: Option<LocalAddressState>,
