@@ -21,6 +21,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Secret, Service};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
+use vigil_k8s::key_ack;
+use vigil_k8s::secret::{KEYRING_ENTRY, KeyringForm, Phase, SECRET_KEY_FILE, key_id};
 use vigil_kubelab::deploy::{self, NAMESPACE, Program};
 use vigil_kubelab::{
     ControlPlaneConfig, KubeLab, TestEndpoint, TestNode, TestPod, TestService, TestSlice,
@@ -55,6 +57,8 @@ spec:
 "#;
 /// Bound on every wait (two shared cores).
 const LIMIT: Duration = Duration::from_secs(60);
+/// The controller's key rotation period here (the default is a day).
+const ROTATION_PERIOD: &str = "4s";
 
 /// A `vigil` process on a lab host, SIGKILLed when dropped.
 struct Process {
@@ -276,6 +280,20 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
     env.insert("METALLB_POD_NAME".into(), "vigil-controller-0".into());
     env.insert("METALLB_NAMESPACE".into(), NAMESPACE.into()); // the token mount's namespace file
     let kubeconfig = deploy::write_kubeconfig(lab.cp(), Program::Controller).expect("kubeconfig");
+    // A short rotation period (the chart's keyRotationPeriod adds exactly this flag), so the
+    // rotation's reads and writes run under these permissions too.
+    let mut controller = controller;
+    controller["args"]
+        .as_array_mut()
+        .expect("args")
+        .push(format!("--key-rotation-period={ROTATION_PERIOD}").into());
+    // ... and the test's short steps (the defaults keep the old key for minutes).
+    for flag in ["--key-rotation-settle=1s", "--key-rotation-retain=2s"] {
+        controller["args"]
+            .as_array_mut()
+            .expect("args")
+            .push(flag.into());
+    }
     let mut ctl = start(
         &lab,
         "controller",
@@ -352,6 +370,12 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
     // The speakers, as the DaemonSet's Pods, with the speaker's token and the key the
     // controller made (mounted from the Secret in a cluster).
     let kubeconfig = deploy::write_kubeconfig(lab.cp(), Program::Speaker).expect("kubeconfig");
+    // The acknowledgement heartbeat shortened to match the test's rotation steps.
+    let mut speaker_fast_acks = speaker.clone();
+    speaker_fast_acks["args"]
+        .as_array_mut()
+        .expect("args")
+        .push("--key-ack-interval=1s".into());
     let mut speakers: Vec<Process> = Vec::new();
     for (host, node, ip) in NODES {
         let key_dir = lab.cp().work_dir().join("rbac").join(format!("key-{node}"));
@@ -370,7 +394,14 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
             env.insert(k.to_string(), v);
         }
         let ns = lab.bridge().ns(host);
-        speakers.push(start(&lab, node, &ns, &speaker, &env, &kubeconfig));
+        speakers.push(start(
+            &lab,
+            node,
+            &ns,
+            &speaker_fast_acks,
+            &env,
+            &kubeconfig,
+        ));
     }
 
     // Exactly one node answers ARP for the VIP.
@@ -484,6 +515,87 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
         }
     }
 
+    // The Deployment's probes and metrics port are what the controller serves.
+    let named_port = |c: &Value, name: &str| -> u16 {
+        c["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["containerPort"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or_else(|| panic!("port {name}"))
+    };
+    let cp_ip = lab.cp().addr().ip();
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let port = controller[probe]["httpGet"]["port"]
+            .as_str()
+            .expect("a named port");
+        let path = controller[probe]["httpGet"]["path"]
+            .as_str()
+            .expect("probe path");
+        let addr = std::net::SocketAddr::new(cp_ip, named_port(&controller, port));
+        let status = vigil_netlab::netns::run_in(lab.cp().ns(), || http_status(addr, path))
+            .expect("enter the control plane's namespace");
+        assert_eq!(
+            status.as_deref(),
+            Some("200"),
+            "{TEST}: controller {probe} GET {path} ({addr})"
+        );
+    }
+    let addr = std::net::SocketAddr::new(cp_ip, named_port(&controller, "metrics"));
+    let status = vigil_netlab::netns::run_in(lab.cp().ns(), || http_status(addr, "/metrics"))
+        .expect("enter the control plane's namespace");
+    assert_eq!(
+        status.as_deref(),
+        Some("200"),
+        "{TEST}: controller GET /metrics ({addr})"
+    );
+
+    // A key rotation, done under these permissions: the controller rewrites the keyring in the
+    // Secret, each speaker follows it and acknowledges in its Lease, until a new key is the
+    // only one and every speaker sends with it.
+    let first_key = String::from_utf8(key.clone()).expect("utf-8 key");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let rotated = wait_for(&lab, &mut all, || {
+        let secrets = secrets.clone();
+        let leases = leases.clone();
+        let (name, first) = (secret_name.clone(), first_key.clone());
+        async move {
+            let data = secrets.get(&name).await.ok()?.data?;
+            let entry = |k: &str| data.get(k).map(|b| b.0.clone());
+            let form =
+                KeyringForm::parse(&entry(KEYRING_ENTRY)?, entry(SECRET_KEY_FILE).as_deref())
+                    .ok()?;
+            let steady_on_new =
+                form.phase == Phase::Steady && form.keys.len() == 1 && form.keys[0] != first;
+            if !steady_on_new {
+                return None;
+            }
+            let id = key_id(form.keys[0].as_bytes());
+            let acks: Vec<_> = leases
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .iter()
+                .filter_map(key_ack::from_lease)
+                .collect();
+            let all_ack = NODES.iter().all(|(_, node, _)| {
+                acks.iter()
+                    .any(|a| a.node == *node && a.primary.as_deref() == Some(id.as_str()))
+            });
+            all_ack.then_some(id)
+        }
+    });
+    assert!(
+        rotated.is_some(),
+        "{TEST}: no key rotation completed and acknowledged by both speakers; logs:\n{}",
+        all.iter()
+            .map(|p| format!("--- {}\n{}", p.name, p.log_text()))
+            .collect::<String>()
+    );
+
     // And nobody was refused anything on the way.
     for p in &all {
         let log = p.log_text();
@@ -495,7 +607,8 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
     }
     println!(
         "{TEST}: with only our RBAC, vigil controller allocated {VIP} and created Secret {secret_name}; \
-         {owner} announces it (ARP, ServiceL2Status, nodeAssigned), both speakers report Valid"
+         {owner} announces it (ARP, ServiceL2Status, nodeAssigned), both speakers report Valid; \
+         a key rotation completed and both speakers acknowledged the new key"
     );
 }
 
