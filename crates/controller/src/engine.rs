@@ -1,16 +1,28 @@
 //! The leader's work: kube-rs reflectors over IPAddressPools, Namespaces and Services, a
 //! kube-rs `Controller` reconciling each Service through one shared `lb::pool::Allocator`,
-//! and the writes (Service status with a resourceVersion precondition, pool status, events).
+//! MetalLB's "reprocess all" pass, and the writes (Service status with a resourceVersion
+//! precondition, pool status, events).
 //!
-//! Why it is safe: every reconcile holds the allocator's lock from reading the Service (a
-//! fresh GET, not the cache, so it sees every write this leader made) through writing it
-//! back; the write is an update of the status subresource carrying the resourceVersion read,
-//! so a Service changed meanwhile fails with a conflict and is reconciled again. An IP the
-//! allocator handed out stays held in memory until the Service is reconciled again, so a
-//! failed write never frees it for anyone else. At start, before the first reconcile, the
-//! allocator is rebuilt from every Service's current ingress (MetalLB's `reprocessAll`
-//! order), so a new leader keeps every allocation. Before each Service write the Lease is
-//! read again, so a replica that lost the Lease without noticing yet does not write.
+//! Why it is safe: every reconcile holds the allocator's lock from reading the Service
+//! through writing it back. The Service comes from the cache, unless the cache does not yet
+//! show the last write this leader made to it: then it is read afresh (so a reconcile never
+//! converges on a status older than its own write). The write is an update of the status
+//! subresource carrying the resourceVersion read, so a Service changed meanwhile fails with a
+//! conflict and is reconciled again. An IP the allocator handed out stays held in memory until
+//! the Service is reconciled again, so a failed write never frees it for anyone else. At
+//! start, before the first reconcile, the allocator is rebuilt from every Service's current
+//! ingress (MetalLB's `reprocessAll` order), so a new leader keeps every allocation. Before
+//! each Service write the Lease is read again, so a replica that lost the Lease without
+//! noticing yet does not write.
+//!
+//! When waiting Services are looked at again is MetalLB's (`controller/main.go:SetBalancer`,
+//! `service_controller_reload.go:reprocessAll`): after a pool configuration change (the pools
+//! as read, and which namespaces their `namespaceSelectors` match; a status write or a label
+//! nobody selects on is no change), after an allocated Service is deleted, after a Service's
+//! allocation key (backend key and sharing key) changes, and after a Service loses its IPs
+//! while they are still in a pool. The pass goes through every cached Service in MetalLB's
+//! order, those carrying more IPs first (ties by namespace and name, where MetalLB takes its
+//! cache's map order), and passes again while any Service in it asks for another.
 //!
 //! Deleted Services: kube-rs's `Controller` does not reconcile objects that are gone, and
 //! MetalLB uses no finalizer, so a metadata-only watch on Services reports deletions (and
@@ -19,7 +31,7 @@
 use crate::events::{self, ServiceEvent, Severity};
 use crate::pools;
 use crate::service;
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
@@ -28,11 +40,12 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, watch};
 use tracing::{debug, info, warn};
 use vigil_k8s::crd::IPAddressPool;
 use vigil_lb::pool::{Allocator, Labels, PoolCounters, Pools, deprecated_annotations};
@@ -42,6 +55,10 @@ pub const FIELD_MANAGER: &str = "vigil-controller";
 
 /// How long a stop waits for running reconciles before cancelling them.
 const FORCED_STOP_AFTER: Duration = Duration::from_secs(5);
+
+/// Passes in a row before the reprocessing waits for the next trigger (MetalLB backs off
+/// exponentially instead; a pass that keeps asking for another is a bug either way).
+const MAX_PASSES: usize = 8;
 
 /// What the leader needs from the settings.
 #[derive(Debug, Clone)]
@@ -79,6 +96,15 @@ fn failed(op: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError {
     move |source| ReconcileError::Api { op, source }
 }
 
+/// The pool configuration as MetalLB compares it to decide whether to reprocess: the pools,
+/// and for each pool with `namespaceSelectors` the namespaces they match (MetalLB resolves
+/// them when it reads the configuration).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ConfigView {
+    pools: Pools,
+    selected: BTreeMap<String, BTreeSet<String>>,
+}
+
 /// The allocator and what was last written from it.
 struct State {
     /// `None` while the pools do not form a valid configuration: then nothing is touched
@@ -86,6 +112,12 @@ struct State {
     alloc: Option<Allocator>,
     /// The pool status last written (or read) per pool.
     counters: BTreeMap<String, PoolCounters>,
+    /// The resourceVersion of each Service as this leader's last status write left it: a
+    /// cached Service at another version is read afresh before it is converged.
+    written: BTreeMap<String, String>,
+    /// UIDs of Services seen deleted that the cache may still hold: never converged again
+    /// (that would take their IPs back). Pruned once the cache has let them go.
+    deleted: BTreeSet<String>,
 }
 
 struct Ctx {
@@ -94,8 +126,29 @@ struct Ctx {
     state: Mutex<State>,
     pools: Store<IPAddressPool>,
     namespaces: Store<Namespace>,
+    services: Store<Service>,
     recorder: Recorder,
     reprocess: mpsc::UnboundedSender<()>,
+    /// Set by the first reconcile: the Service cache is ready.
+    started: watch::Sender<bool>,
+}
+
+/// One Service reconciled: the events to publish about it, and whether every Service should
+/// be looked at again.
+struct Reconciled {
+    service: Option<Service>,
+    events: Vec<ServiceEvent>,
+    reprocess: bool,
+}
+
+impl Reconciled {
+    fn nothing() -> Self {
+        Self {
+            service: None,
+            events: Vec::new(),
+            reprocess: false,
+        }
+    }
 }
 
 /// Leads until `stop` resolves: rebuilds the allocations, then reconciles Services until
@@ -134,13 +187,18 @@ pub(crate) async fn lead(
         state: Mutex::new(State {
             alloc: None,
             counters: BTreeMap::new(),
+            written: BTreeMap::new(),
+            deleted: BTreeSet::new(),
         }),
         pools: pool_store.clone(),
         namespaces: ns_store.clone(),
+        services: svc_store.clone(),
         reprocess,
+        started: watch::Sender::new(false),
     });
 
-    // Pool and namespace changes reprocess every Service, as in MetalLB.
+    // A change of the pool configuration reprocesses every Service, as in MetalLB; pool
+    // status writes (ours) and namespace changes no selector sees are no change.
     let triggers = {
         let ctx = Arc::clone(&ctx);
         let changes = futures::stream::select(
@@ -150,10 +208,15 @@ pub(crate) async fn lead(
         let stop = stop.clone();
         tokio::spawn(async move {
             let mut changes = std::pin::pin!(changes.take_until(stop));
+            let mut last: Option<ConfigView> = None;
             while let Some(r) = changes.next().await {
                 match r {
                     Ok(()) => {
-                        let _ = ctx.reprocess.send(());
+                        let now = ctx.config_view();
+                        if now.is_some() && now != last {
+                            last = now;
+                            let _ = ctx.reprocess.send(());
+                        }
                     }
                     Err(e) => warn!(error = %e, "pool or namespace watch"),
                 }
@@ -179,8 +242,12 @@ pub(crate) async fn lead(
         }
     }
     rebuild(&ctx).await?;
+    let passes = tokio::spawn(reprocess_passes(
+        Arc::clone(&ctx),
+        reprocess_rx,
+        stop.clone(),
+    ));
 
-    let reprocess_stream = tokio_stream_from(reprocess_rx);
     // kube-rs holds its runner until the Service cache is ready, and stops filling that
     // cache once a graceful shutdown begins: a stop before the first list completes would
     // wait forever. So the graceful stop also waits for the cache, and a forceful one
@@ -200,7 +267,6 @@ pub(crate) async fn lead(
         }
     };
     controller
-        .reconcile_all_on(reprocess_stream)
         .graceful_shutdown_on(graceful)
         .run(reconcile, error_policy, Arc::clone(&ctx))
         .take_until(forced)
@@ -211,12 +277,42 @@ pub(crate) async fn lead(
             }
         })
         .await;
-    let _ = tokio::join!(triggers, deletions);
+    let _ = tokio::join!(triggers, deletions, passes);
     Ok(())
 }
 
-fn tokio_stream_from(mut rx: mpsc::UnboundedReceiver<()>) -> impl Stream<Item = ()> + Send {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+/// MetalLB's `reprocessAll`: on each trigger (coalesced), every cached Service in MetalLB's
+/// order, under one hold of the lock; again while a Service asks for it or a write failed.
+async fn reprocess_passes(
+    ctx: Arc<Ctx>,
+    mut triggers: mpsc::UnboundedReceiver<()>,
+    stop: impl Future<Output = ()> + Send,
+) {
+    let mut stop = std::pin::pin!(stop);
+    // The Controller reconciles only once its Service cache is ready, so its first reconcile
+    // says the cache is. (Waiting on the Store here instead would race the Controller's own
+    // wait: kube-rs's readiness signal wakes only one waiter.)
+    let mut started = ctx.started.subscribe();
+    tokio::select! {
+        _ = started.wait_for(|s| *s) => {}
+        () = &mut stop => return,
+    }
+    loop {
+        tokio::select! {
+            t = triggers.recv() => if t.is_none() { return },
+            () = &mut stop => return,
+        }
+        for pass in 1..=MAX_PASSES {
+            while triggers.try_recv().is_ok() {}
+            let again = ctx.reprocess_all().await;
+            if !again {
+                break;
+            }
+            debug!(pass, "reprocessing again");
+            // MetalLB retries through its rate limiter, starting at 5 ms and doubling.
+            tokio::time::sleep(Duration::from_millis(5 << pass)).await;
+        }
+    }
 }
 
 /// Rebuilds the allocator from every Service's current ingress (a fresh list), before any
@@ -265,6 +361,9 @@ async fn watch_deletions(
                     meta.metadata.namespace.as_deref().unwrap_or_default(),
                     meta.metadata.name.as_deref().unwrap_or_default()
                 );
+                if let Some(uid) = meta.metadata.uid {
+                    ctx.state.lock().await.deleted.insert(uid);
+                }
                 ctx.forget(&key).await;
             }
             Ok(watcher::Event::InitDone) => {
@@ -293,6 +392,21 @@ async fn watch_deletions(
             Err(e) => warn!(error = %e, "service deletion watch"),
         }
     }
+}
+
+/// MetalLB's allocation key (`Allocator.AllocationKey`): backend key then sharing key, empty
+/// for a Service holding nothing.
+fn allocation_key(alloc: &Allocator, key: &str) -> String {
+    alloc
+        .allocation(key)
+        .map(|a| {
+            format!(
+                "{}{}",
+                a.backend_key,
+                a.sharing_key.as_deref().unwrap_or("")
+            )
+        })
+        .unwrap_or_default()
 }
 
 impl Ctx {
@@ -339,6 +453,31 @@ impl Ctx {
         }
     }
 
+    /// The configuration as MetalLB compares it, `None` while it is not valid.
+    fn config_view(&self) -> Option<ConfigView> {
+        let pools = self.current_pools()?;
+        let namespaces = self.namespaces.state();
+        let mut selected = BTreeMap::new();
+        for pool in pools.iter() {
+            let Some(sa) = pool.service_allocation() else {
+                continue;
+            };
+            if sa.namespace_selectors.is_empty() {
+                continue;
+            }
+            let matching = namespaces
+                .iter()
+                .filter(|n| {
+                    let labels = n.metadata.labels.clone().unwrap_or_default();
+                    sa.namespace_selectors.iter().any(|s| s.matches(&labels))
+                })
+                .map(|n| n.name_any())
+                .collect();
+            selected.insert(pool.name().to_string(), matching);
+        }
+        Some(ConfigView { pools, selected })
+    }
+
     fn namespace_labels(&self, svc: &Service) -> Labels {
         let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
         self.namespaces
@@ -350,6 +489,7 @@ impl Ctx {
     /// Releases a deleted Service's IPs; others waiting for IPs are then reprocessed.
     async fn forget(&self, key: &str) {
         let mut st = self.state.lock().await;
+        st.written.remove(key);
         let Some(alloc) = st.alloc.as_mut() else {
             return;
         };
@@ -396,7 +536,15 @@ impl Ctx {
             let Some(c) = alloc.counters(pool.name()) else {
                 continue;
             };
-            if st.counters.get(pool.name()) == Some(&c) {
+            // MetalLB compares with the pool's status as stored; so do we (the cache may lag
+            // our own last write, which then costs one identical write).
+            let stored = self
+                .pools
+                .get(&reflector::ObjectRef::new(pool.name()).within(&self.cfg.namespace))
+                .map(|p| p.status.clone().unwrap_or_default());
+            if st.counters.get(pool.name()) == Some(&c)
+                && stored.as_ref() == Some(&pools::status(c))
+            {
                 continue;
             }
             let patch = serde_json::json!({ "status": pools::status(c) });
@@ -449,87 +597,218 @@ impl Ctx {
             warn!(error = %e, reason = ev.reason, "event");
         }
     }
+
+    async fn publish_all(&self, done: &Reconciled) {
+        if let Some(svc) = &done.service {
+            for ev in &done.events {
+                self.publish(svc, ev).await;
+            }
+        }
+    }
+
+    /// The Service to converge: `cached`, unless this leader's last write to it is not in the
+    /// cache yet; then a fresh read (`None`: it is gone).
+    async fn current(
+        &self,
+        st: &mut State,
+        cached: &Service,
+    ) -> Result<Option<Service>, ReconcileError> {
+        let key = service::key(cached);
+        match st.written.get(&key) {
+            Some(rv) if cached.metadata.resource_version.as_deref() != Some(rv.as_str()) => {}
+            _ => return Ok(Some(cached.clone())),
+        }
+        let ns = cached.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &ns);
+        let fresh = api
+            .get_opt(&cached.name_any())
+            .await
+            .map_err(failed("get service"))?;
+        // Whatever it says now is newer than our write.
+        st.written.remove(&key);
+        Ok(fresh)
+    }
+
+    /// One Service brought in line with the allocator (MetalLB's `SetBalancer`), the lock
+    /// held: converge, write the status if it changed, and say whether everyone should be
+    /// looked at again.
+    async fn reconcile_one(
+        &self,
+        st: &mut State,
+        cached: &Service,
+    ) -> Result<Reconciled, ReconcileError> {
+        let key = service::key(cached);
+        if cached
+            .metadata
+            .uid
+            .as_ref()
+            .is_some_and(|u| st.deleted.contains(u))
+        {
+            return Ok(Reconciled::nothing());
+        }
+        let Some(svc) = self.current(st, cached).await? else {
+            // Gone: as the deletion watch would (it may not have seen it yet).
+            let released = st.alloc.as_mut().and_then(|a| a.release(&key)).is_some();
+            if released {
+                self.write_counters(st).await?;
+            }
+            return Ok(Reconciled {
+                reprocess: released,
+                ..Reconciled::nothing()
+            });
+        };
+        if !service::handled(&svc, self.cfg.lb_class.as_deref()) {
+            return Ok(Reconciled::nothing());
+        }
+        let labels = self.namespace_labels(&svc);
+        let Some(alloc) = st.alloc.as_mut() else {
+            return Ok(Reconciled::nothing());
+        };
+        let before: Vec<IpAddr> = alloc
+            .allocation(&key)
+            .map(|a| a.ips.clone())
+            .unwrap_or_default();
+        let key_before = allocation_key(alloc, &key);
+        let mut evs: Vec<ServiceEvent> = Vec::new();
+        let (ips, pool) = if !service::is_load_balancer(&svc) {
+            alloc.release(&key);
+            (Vec::new(), None)
+        } else {
+            match service::request(&svc, &labels) {
+                Err(e) => {
+                    evs.extend(events::for_request_error(&e));
+                    match e {
+                        vigil_lb::pool::RequestError::NoClusterIps
+                        | vigil_lb::pool::RequestError::NotEnoughClusterIps => {
+                            alloc.release(&key);
+                            (Vec::new(), None)
+                        }
+                        // MetalLB stops here without touching the Service.
+                        _ => {
+                            return Ok(Reconciled {
+                                service: Some(svc),
+                                events: evs,
+                                reprocess: false,
+                            });
+                        }
+                    }
+                }
+                Ok(req) => {
+                    let conv = alloc.converge(&req, &service::ingress_ips(&svc));
+                    evs.extend(events::for_convergence(&key, &conv));
+                    (conv.ips, conv.pool)
+                }
+            }
+        };
+        // A changed sharing or backend key may let others share, or stop them.
+        let mut reprocess = allocation_key(alloc, &key) != key_before;
+        let desired = service::with_allocation(&svc, &ips, pool.as_deref());
+        if service::differs(&svc, &desired) {
+            // IPs given up that are still in a pool may be what a waiting Service needs.
+            let released = !before.is_empty()
+                && alloc.allocation(&key).is_none()
+                && alloc.pools().owner_of(&before).is_some();
+            reprocess |= released;
+            let annotations = svc.metadata.annotations.clone().unwrap_or_default();
+            for a in deprecated_annotations(&annotations) {
+                evs.push(events::deprecated(a));
+            }
+            self.check_leader().await?;
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            let ns = svc.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<Service> = Api::namespaced(self.client.clone(), &ns);
+            let stored = match api.replace_status(&svc.name_any(), &pp, &desired).await {
+                Ok(stored) => stored,
+                // Deleted meanwhile: what it was given goes back at once.
+                Err(kube::Error::Api(e)) if e.is_not_found() => {
+                    alloc.release(&key);
+                    self.write_counters(st).await?;
+                    return Ok(Reconciled {
+                        reprocess: true,
+                        ..Reconciled::nothing()
+                    });
+                }
+                Err(e) => return Err(failed("update service status")(e)),
+            };
+            if let Some(rv) = stored.metadata.resource_version {
+                st.written.insert(key.clone(), rv);
+            }
+            info!(service = %key, ips = ?ips, pool = ?pool, "service status updated");
+        }
+        self.write_counters(st).await?;
+        Ok(Reconciled {
+            service: Some(svc),
+            events: evs,
+            reprocess,
+        })
+    }
+
+    /// One reprocessing pass over every cached Service, in MetalLB's order. Returns whether
+    /// another pass is needed.
+    async fn reprocess_all(&self) -> bool {
+        let mut st = self.state.lock().await;
+        let mut again = match self.refresh_pools(&mut st).await {
+            Ok(changed) => changed,
+            Err(e) => {
+                warn!(error = %e, "pools");
+                true
+            }
+        };
+        let mut services: Vec<Arc<Service>> = self.services.state();
+        let cached: BTreeSet<&String> = services
+            .iter()
+            .filter_map(|s| s.metadata.uid.as_ref())
+            .collect();
+        st.deleted.retain(|u| cached.contains(u));
+        services.sort_by(|a, b| {
+            let n = |s: &Service| service::ingress_ips(s).len();
+            n(b).cmp(&n(a))
+                .then_with(|| a.metadata.namespace.cmp(&b.metadata.namespace))
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
+        debug!(services = services.len(), "reprocessing every service");
+        let mut done = Vec::new();
+        for svc in &services {
+            match self.reconcile_one(&mut st, svc).await {
+                Ok(r) => {
+                    again |= r.reprocess;
+                    done.push(r);
+                }
+                Err(e) => {
+                    debug!(service = %service::key(svc), error = %e, "reprocess");
+                    again = true;
+                }
+            }
+        }
+        // A new pool gets its status even when no Service is reconciled.
+        if let Err(e) = self.write_counters(&mut st).await {
+            warn!(error = %e, "pool status");
+            again = true;
+        }
+        drop(st);
+        for r in &done {
+            self.publish_all(r).await;
+        }
+        again
+    }
 }
 
 async fn reconcile(obj: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
-    let key = service::key(&obj);
-    let ns = obj.metadata.namespace.clone().unwrap_or_default();
-    let name = obj.name_any();
-    let api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
+    ctx.started
+        .send_if_modified(|s| !std::mem::replace(s, true));
     let mut st = ctx.state.lock().await;
     if ctx.refresh_pools(&mut st).await? {
         let _ = ctx.reprocess.send(());
     }
-    let Some(svc) = api.get_opt(&name).await.map_err(failed("get service"))? else {
-        drop(st);
-        ctx.forget(&key).await;
-        return Ok(Action::await_change());
-    };
-    if !service::handled(&svc, ctx.cfg.lb_class.as_deref()) {
-        return Ok(Action::await_change());
-    }
-    let labels = ctx.namespace_labels(&svc);
-    let Some(alloc) = st.alloc.as_mut() else {
-        return Ok(Action::await_change());
-    };
-    let before = alloc.allocation(&key).map(|a| a.ips.clone());
-    let mut evs: Vec<ServiceEvent> = Vec::new();
-    let (ips, pool) = if !service::is_load_balancer(&svc) {
-        alloc.release(&key);
-        (Vec::new(), None)
-    } else {
-        match service::request(&svc, &labels) {
-            Err(e) => {
-                evs.extend(events::for_request_error(&e));
-                match e {
-                    vigil_lb::pool::RequestError::NoClusterIps
-                    | vigil_lb::pool::RequestError::NotEnoughClusterIps => {
-                        alloc.release(&key);
-                        (Vec::new(), None)
-                    }
-                    // MetalLB stops here without touching the Service.
-                    _ => {
-                        drop(st);
-                        for ev in &evs {
-                            ctx.publish(&svc, ev).await;
-                        }
-                        return Ok(Action::await_change());
-                    }
-                }
-            }
-            Ok(req) => {
-                let conv = alloc.converge(&req, &service::ingress_ips(&svc));
-                evs.extend(events::for_convergence(&key, &conv));
-                (conv.ips, conv.pool)
-            }
-        }
-    };
-    let after = alloc.allocation(&key).map(|a| a.ips.clone());
-    let desired = service::with_allocation(&svc, &ips, pool.as_deref());
-    if service::differs(&svc, &desired) {
-        let annotations = svc.metadata.annotations.clone().unwrap_or_default();
-        for a in deprecated_annotations(&annotations) {
-            evs.push(events::deprecated(a));
-        }
-        ctx.check_leader().await?;
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PostParams::default()
-        };
-        api.replace_status(&name, &pp, &desired)
-            .await
-            .map_err(failed("update service status"))?;
-        info!(service = %key, ips = ?ips, pool = ?pool, "service status updated");
-    }
-    // IPs given up may be what a waiting Service needs (MetalLB's ReprocessAll).
-    if before.is_some() && before != after {
+    let done = ctx.reconcile_one(&mut st, &obj).await?;
+    drop(st);
+    if done.reprocess {
         let _ = ctx.reprocess.send(());
     }
-    ctx.write_counters(&mut st).await?;
-    drop(st);
-    for ev in &evs {
-        ctx.publish(&svc, ev).await;
-    }
+    ctx.publish_all(&done).await;
     Ok(Action::await_change())
 }
 

@@ -122,14 +122,24 @@ pub fn with_allocation(svc: &Service, ips: &[IpAddr], pool: Option<&str>) -> Ser
     out
 }
 
-/// Whether writing `new` over `old` changes anything this controller manages.
+/// Whether writing `new` over `old` changes anything this controller manages. An ingress
+/// entry with an IP and no `ipMode` is the same as one with `ipMode: VIP`: the API server
+/// fills that in (Kubernetes 1.30 and later), so comparing them as they are would rewrite
+/// every allocated Service on every reconcile.
 pub fn differs(old: &Service, new: &Service) -> bool {
     let lb = |s: &Service| {
-        s.status
+        let mut l = s
+            .status
             .as_ref()
             .and_then(|st| st.load_balancer.clone())
             .map(|l| l.ingress.unwrap_or_default())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        for i in &mut l {
+            if i.ip.is_some() && i.ip_mode.is_none() {
+                i.ip_mode = Some("VIP".into());
+            }
+        }
+        l
     };
     let ann = |s: &Service| s.metadata.annotations.clone().unwrap_or_default();
     lb(old) != lb(new) || ann(old) != ann(new)
@@ -180,5 +190,22 @@ mod tests {
         assert!(ingress_ips(&c).is_empty());
         assert_eq!(c.metadata.annotations.unwrap().len(), 1);
         assert!(!differs(&w, &with_allocation(&w, &[ip], Some("p"))));
+        // As the API server stores it: ipMode filled in.
+        let mut stored = w.clone();
+        stored
+            .status
+            .as_mut()
+            .unwrap()
+            .load_balancer
+            .as_mut()
+            .unwrap()
+            .ingress
+            .as_mut()
+            .unwrap()[0]
+            .ip_mode = Some("VIP".into());
+        assert!(!differs(
+            &stored,
+            &with_allocation(&stored, &[ip], Some("p"))
+        ));
     }
 }
