@@ -478,6 +478,11 @@ impl Rig {
     /// `vigil_gossip_decrypt_failures_total` of every running speaker: packets or streams
     /// no installed key decrypted (any would mean two keyrings that cannot talk).
     fn decrypt_failures(&self) -> Vec<(String, u64)> {
+        self.speaker_metric("vigil_gossip_decrypt_failures_total")
+    }
+
+    /// One series (`name` with its labels, as rendered) of every running speaker.
+    fn speaker_metric(&self, series: &str) -> Vec<(String, u64)> {
         self.speakers
             .iter()
             .zip(&self.configs)
@@ -491,8 +496,8 @@ impl Rig {
                 );
                 let value = text
                     .lines()
-                    .find_map(|l| l.strip_prefix("vigil_gossip_decrypt_failures_total "))
-                    .unwrap_or_else(|| panic!("{}: no decrypt counter in\n{text}", p.name));
+                    .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+                    .unwrap_or_else(|| panic!("{}: no {series} in\n{text}", p.name));
                 (p.name.clone(), value.trim().parse().expect("a count"))
             })
             .collect()
@@ -679,10 +684,49 @@ fn keys_rotate_on_five_nodes_without_a_suspicion_and_a_new_controller_resumes() 
         "{test}: the new controller wrote no step:\n{}",
         rig.controllers[1].log_tail(20)
     );
+    // Bad keyring data in the Secret (the controller stopped, so nobody repairs it): every
+    // speaker counts and logs it and keeps the keyring in force; none stops.
+    rig.controllers[1].kill();
+    let rejected = "vigil_config_reloads_total{result=\"rejected\"}";
+    let before = rig.speaker_metric(rejected);
+    let secrets: Api<Secret> = Api::namespaced(
+        rig.lab.cp().client().expect("admin client"),
+        METALLB_NAMESPACE,
+    );
+    let garbage = serde_json::json!({ "stringData": { KEYRING_ENTRY: "{not a keyring" } });
+    rig.lab
+        .cp()
+        .block_on(secrets.patch(
+            MEMBERLIST_SECRET,
+            &PatchParams::default(),
+            &Patch::Merge(&garbage),
+        ))
+        .expect("write a bad keyring");
+    let end = Instant::now() + SETTLE_LIMIT;
+    loop {
+        rig.check_running();
+        let after = rig.speaker_metric(rejected);
+        if after.iter().zip(&before).all(|(a, b)| a.1 > b.1) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "{test}: the bad keyring was not counted by every speaker: {before:?} -> {after:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rig.wait_acks(&k2);
+    assert!(
+        rig.speakers
+            .iter()
+            .all(|p| p.log_text().contains("\"event\":\"keyring_rejected\"")),
+        "{test}: a speaker did not log the bad keyring\n{}",
+        rig.logs()
+    );
     let probes = prober.finish();
     assert_quiet(test, &rig, &probes);
     eprintln!(
-        "{test}: 2 rotations; the client asked {} times, {} unanswered, no other MAC answered",
+        "{test}: 2 rotations, then a bad keyring kept out; the client asked {} times, {} unanswered, no other MAC answered",
         probes.questions, probes.unanswered
     );
 }
