@@ -152,6 +152,21 @@ fn allocation_cases_raise_metallbs_events() {
             "{note}"
         );
 
+        // A pool that does not exist.
+        create(
+            c,
+            &lb_service(
+                APP,
+                "no-such-pool",
+                80,
+                &[("metallb.io/address-pool", "nope")],
+                json!({}),
+            ),
+        )
+        .await;
+        let note = wait_event(c, APP, "no-such-pool", "Warning", "AllocationFailed").await;
+        assert!(note.contains("nope"), "{note}");
+
         // An IP held by a Service that does not share.
         create(
             c,

@@ -116,6 +116,31 @@ fn killed_leader_hands_over_and_keeps_allocations_and_secret() {
                 old.name_any()
             );
         }
+        // The new leader knows what its predecessor gave: s1's IP, asked for by name, is
+        // refused as taken, and the pool counts all three.
+        create(
+            c,
+            &lb_service(
+                APP,
+                "wants-s1s-ip",
+                81,
+                &[("metallb.io/loadBalancerIPs", "198.18.50.0")],
+                json!({}),
+            ),
+        )
+        .await;
+        let note = wait_event(c, APP, "wants-s1s-ip", "Warning", "AllocationFailed").await;
+        assert!(note.contains("198.18.50.0"), "{note}");
+        assert!(ingress(&get(c, APP, "wants-s1s-ip").await).is_empty());
+        eventually("pool counts the three allocations", || async {
+            let p = Api::<vigil_k8s::crd::IPAddressPool>::namespaced(c.clone(), NS)
+                .get("p")
+                .await
+                .unwrap();
+            let s = p.status.unwrap_or_default();
+            (s.assigned_ipv4 == Some(3) && s.available_ipv4 == Some(5)).then_some(())
+        })
+        .await;
         // The Secret was kept as it was.
         let now = Api::<Secret>::namespaced(c.clone(), NS)
             .get("memberlist")
