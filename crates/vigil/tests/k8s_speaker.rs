@@ -1,6 +1,7 @@
 //! `vigil speaker` in Kubernetes mode against a real kube-apiserver (vigil-testenv): three
 //! lab hosts each run the vigil binary with MetalLB's speaker flags, under MetalLB's own
-//! speaker ServiceAccount and RBAC; MetalLB's CRDs come from the Go module cache.
+//! speaker ServiceAccount and RBAC (plus the Role for vigil's key acknowledgement Lease);
+//! MetalLB's CRDs come from the Go module cache.
 //!
 //! Lab (as in kubelab's MetalLB smoke test): the API server on `cp` (198.18.0.2), speaker
 //! hosts `a`, `b`, `c` (198.18.0.11-13), a client (198.18.0.100), one bridge. The test writes
@@ -50,6 +51,33 @@ spec:
     - lab
   interfaces:
     - eth0
+"#;
+/// What a vigil speaker needs beyond MetalLB's speaker RBAC: its key acknowledgement Lease
+/// (`vigil_k8s::key_ack`, for key rotation; docs/KUBERNETES.md, "Key rotation").
+const KEY_ACK_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: vigil-speaker-keyring
+  namespace: metallb-system
+rules:
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["get", "create", "update", "patch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: vigil-speaker-keyring
+  namespace: metallb-system
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: vigil-speaker-keyring
+subjects:
+  - kind: ServiceAccount
+    name: speaker
+    namespace: metallb-system
 "#;
 /// Bounds on the waits (generous: two shared cores).
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
@@ -238,6 +266,9 @@ fn start_cluster_with(
         metallb::install_metallb_rbac(&client)
             .await
             .expect("MetalLB's RBAC");
+        apply_yaml(&client, "key acknowledgement RBAC", KEY_ACK_RBAC)
+            .await
+            .expect("the speakers' key acknowledgement Role");
         metallb::register_speakers(&client, &configs)
             .await
             .expect("speaker Nodes and Pods");
@@ -556,7 +587,8 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
         statuses.iter().any(|s| s.node == next),
         "no ServiceL2Status naming {next} after the failover: {statuses:?}"
     );
-    // Everything above ran under MetalLB's own speaker RBAC: nothing vigil asked was refused.
+    // Everything above ran under MetalLB's own speaker RBAC plus the key acknowledgement
+    // Lease Role: nothing vigil asked was refused.
     for s in &speakers {
         let log = std::fs::read_to_string(&s.log).unwrap_or_default();
         let refused: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
