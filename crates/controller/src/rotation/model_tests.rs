@@ -5,7 +5,8 @@
 //!
 //! The model's bounds are the real system's assumptions: a running speaker that reaches the
 //! API server applies a new keyring within [`APPLY_LAG`] (longer than `settle`: a slow watch)
-//! and renews its acknowledgement every tick; a controller's caches are never older than [`VIEW_LAG`]; `settle` is longer
+//! and renews its acknowledgement every tick; a starting speaker acknowledges and joins
+//! within [`START_LAG`] of reading the Secret; a controller's caches are never older than [`VIEW_LAG`]; `settle` is longer
 //! than the view lag. MetalLB speakers start only while no step is near (the residual race:
 //! one that starts within the detection delay of a step can miss it, see docs/KUBERNETES.md).
 
@@ -19,6 +20,8 @@ use vigil_k8s::secret::{KeyringForm, Phase};
 const VIEW_LAG: u64 = 2;
 const APPLY_LAG: u64 = 8;
 const VALID_FOR: u64 = 3;
+/// From reading the Secret at start to the first acknowledgement and the gossip join.
+const START_LAG: u64 = 1;
 const POLICY: Policy = Policy {
     period: Duration::from_secs(6),
     settle: Duration::from_secs(VIEW_LAG + 2),
@@ -52,6 +55,9 @@ struct Speaker {
     /// The Secret version it holds, and since when a newer one exists.
     version: usize,
     behind_since: Option<u64>,
+    /// Started at this tick, and neither acknowledged nor in gossip yet (the speaker reads
+    /// the Secret, then writes its Lease and joins; the two are not atomic).
+    starting: Option<u64>,
     lease: Option<Acknowledgement>,
 }
 
@@ -71,6 +77,7 @@ struct World {
     controllers: Vec<ControllerView>,
     secrets_made: u64,
     completed: u64,
+    policy: Policy,
 }
 
 impl World {
@@ -86,6 +93,7 @@ impl World {
                 held: None,
                 version: 0,
                 behind_since: None,
+                starting: None,
                 lease: None,
             });
         }
@@ -97,9 +105,11 @@ impl World {
             controllers: Vec::new(),
             secrets_made: 0,
             completed: 0,
+            policy: POLICY,
         };
         for i in 0..vigil {
             world.start(i);
+            world.speakers[i].starting = None;
         }
         world.renew();
         for _ in 0..2 {
@@ -129,7 +139,7 @@ impl World {
     fn members(&self) -> BTreeSet<String> {
         self.speakers
             .iter()
-            .filter(|s| s.running)
+            .filter(|s| s.running && s.starting.is_none())
             .map(|s| s.name.clone())
             .collect()
     }
@@ -138,7 +148,7 @@ impl World {
         let members = self.members();
         let now = self.now();
         let s = &mut self.speakers[i];
-        if s.go || !s.running || !s.api {
+        if s.go || !s.running || !s.api || s.starting.is_some() {
             return;
         }
         let held = s.held.clone().expect("a running vigil speaker holds keys");
@@ -171,9 +181,10 @@ impl World {
     }
 
     /// A speaker starts: it reads the Secret through the API (a vigil speaker's source
-    /// waits for the API before it gossips) and acknowledges at once; a MetalLB speaker
-    /// reads `secretkey` alone.
+    /// waits for the API before it gossips), then acknowledges and joins within
+    /// [`START_LAG`]; a MetalLB speaker reads `secretkey` alone and joins at once.
     fn start(&mut self, i: usize) {
+        let t = self.t;
         let form = self.form.clone();
         let version = self.version;
         let s = &mut self.speakers[i];
@@ -184,6 +195,7 @@ impl World {
         s.running = true;
         s.version = version;
         s.behind_since = None;
+        s.starting = (!s.go).then_some(t);
         s.held = Some(if s.go {
             let id = form.key_ids()[0].clone();
             Held {
@@ -193,6 +205,12 @@ impl World {
         } else {
             Held::of(&form)
         });
+        self.renew();
+    }
+
+    /// A starting speaker's Lease is written and it joins gossip.
+    fn joined(&mut self, i: usize) {
+        self.speakers[i].starting = None;
         self.renew();
     }
 
@@ -207,7 +225,9 @@ impl World {
         let view = self.controllers[c].clone();
         self.secrets_made += 1;
         let fresh = format!("k{}", self.secrets_made);
-        if let Decision::Write(next) = plan(&view.form, &view.acks, self.now(), &POLICY, || fresh) {
+        if let Decision::Write(next) =
+            plan(&view.form, &view.acks, self.now(), &self.policy, || fresh)
+        {
             // The update carries the resourceVersion of the view: stale views conflict.
             if view.version != self.version {
                 return;
@@ -234,6 +254,14 @@ impl World {
     /// One second passes; the model's bounds are enforced.
     fn tick(&mut self) {
         self.t += 1;
+        for i in 0..self.speakers.len() {
+            if self.speakers[i]
+                .starting
+                .is_some_and(|at| self.t - at >= START_LAG)
+            {
+                self.speakers[i].starting = None;
+            }
+        }
         for i in 0..self.speakers.len() {
             let s = &self.speakers[i];
             if s.running && s.api && !s.go && s.version != self.version {
@@ -278,7 +306,7 @@ impl World {
     /// Whether a MetalLB speaker may start now without racing a step (see the module doc).
     fn quiet(&self) -> bool {
         self.form.phase == Phase::Steady
-            && self.t + VIEW_LAG + 2 < self.form.since + POLICY.period.as_secs()
+            && self.t + VIEW_LAG + 2 < self.form.since + self.policy.period.as_secs()
     }
 }
 
@@ -288,6 +316,7 @@ enum Op {
     Apply(usize),
     Stop(usize),
     Start(usize),
+    Joined(usize),
     CutApi(usize),
     RestoreApi(usize),
     Refresh(usize),
@@ -302,6 +331,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..6usize).prop_map(Op::Apply),
         1 => (0..6usize).prop_map(Op::Stop),
         2 => (0..6usize).prop_map(Op::Start),
+        2 => (0..6usize).prop_map(Op::Joined),
         1 => (0..6usize).prop_map(Op::CutApi),
         2 => (0..6usize).prop_map(Op::RestoreApi),
         2 => (0..2usize).prop_map(Op::Refresh),
@@ -323,6 +353,7 @@ fn run_ops(world: &mut World, ops: &[Op]) -> Result<(), TestCaseError> {
                     world.start(i);
                 }
             }
+            Op::Joined(i) => world.joined(i % n),
             Op::CutApi(i) => {
                 let i = i % n;
                 world.speakers[i].api = false;
@@ -353,6 +384,7 @@ fn cooperate(world: &mut World, ticks: u64) -> Result<(), TestCaseError> {
         } else {
             world.speakers[i].api = true;
             world.start(i);
+            world.joined(i);
             world.apply(i);
         }
     }
@@ -371,6 +403,37 @@ fn cooperate(world: &mut World, ticks: u64) -> Result<(), TestCaseError> {
 
 /// Long enough for one rotation from any point, with every wait at its longest.
 const COOPERATIVE_TICKS: u64 = 6 + 4 * (4 + VALID_FOR + APPLY_LAG + VIEW_LAG) + 3 + 20;
+
+/// The race `settle` covers, played out: a speaker reads the Secret at start, and before its
+/// acknowledgement exists the controller writes two steps. Without settle the two keyrings
+/// cannot talk; with it the second step waits.
+#[test]
+fn settle_covers_a_speaker_that_starts_between_two_steps() {
+    for (settle, safe) in [(POLICY.settle, true), (Duration::ZERO, false)] {
+        let mut world = World::new(3, 0);
+        world.policy.settle = settle;
+        world.stop(2);
+        while world.t < POLICY.period.as_secs() {
+            world.tick();
+        }
+        // node-2 starts: it reads steady [k0]; its Lease is not written yet.
+        world.start(2);
+        world.controllers[0] = world.view();
+        world.act(0);
+        assert_eq!(world.form.phase, Phase::Adding);
+        world.apply(0);
+        world.apply(1);
+        world.controllers[0] = world.view();
+        world.act(0);
+        world.apply(0);
+        assert_eq!(
+            world.check().is_ok(),
+            safe,
+            "settle {settle:?}: {:?}",
+            world.form
+        );
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
