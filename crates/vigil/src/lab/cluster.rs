@@ -163,6 +163,12 @@ impl Lab {
         self.hosts.iter().find(|h| h.mac == mac)
     }
 
+    /// Who `mac` is, for the report: `host-2 (02:..)`, or the MAC alone.
+    pub(super) fn who(&self, mac: Mac) -> String {
+        self.host_by_mac(mac)
+            .map_or_else(|| mac.to_string(), |h| format!("{} ({mac})", h.name))
+    }
+
     /// The host named `name`.
     pub(super) fn host(&self, name: &str) -> Option<&Host> {
         self.hosts.iter().find(|h| h.name == name)

@@ -171,6 +171,16 @@ fn fail_over(
             .unwrap_or_else(|| "still running after 15 s".into());
         Steps::block(&format!("{owner}'s speaker: {exit}"));
     }
+    // A little of what came after, then the client's timeline around the failure.
+    pause(Duration::from_millis(300))?;
+    Steps::block(&timeline_block(
+        prober,
+        Family::V4,
+        &VIP4.to_string(),
+        failed_at,
+        &v4,
+        |mac| lab.who(mac),
+    ));
 
     // The survivors' view, once one of them names the new owner (bounded).
     let survivor = lab
@@ -283,6 +293,29 @@ pub(super) fn await_takeover(
         }
     }
     Ok((o4.expect("loop ends with it"), o6))
+}
+
+/// The client's questions for `vip` from 50 ms before the failure to 300 ms after the
+/// takeover, run by run, as a block for the report; `name` says who a MAC is.
+pub(super) fn timeline_block(
+    prober: &Prober,
+    family: Family,
+    vip: &str,
+    failed_at: Duration,
+    outage: &Outage,
+    name: impl Fn(Mac) -> String,
+) -> String {
+    let from = failed_at.saturating_sub(Duration::from_millis(50));
+    let to = failed_at + outage.takeover + Duration::from_millis(300);
+    let runs = probe::timeline(&prober.rounds_from(0), family, from, to);
+    let question = match family {
+        Family::V4 => "ARP questions",
+        Family::V6 => "neighbour solicitations",
+    };
+    format!(
+        "the client's {question} for {vip} (ms from the failure; who answered):\n{}",
+        probe::render_timeline(&runs, failed_at, name)
+    )
 }
 
 /// One line on what the client saw for one VIP.

@@ -25,8 +25,10 @@ use std::time::{Duration, Instant};
 use vigil_l2::wire::ethernet::Address as Mac;
 
 use super::cluster::{CLIENT4, CLIENT6, Lab, write_private};
-use super::demo::{Steps, await_takeover, describe, fail_owner, ms, owner_of, status_at};
-use super::probe::{self, Family, Outage, Prober, Questions};
+use super::demo::{
+    Steps, await_takeover, describe, fail_owner, ms, owner_of, status_at, timeline_block,
+};
+use super::probe::{Family, Prober, Questions};
 use super::{Args, Scenario, Stop, check_interrupt, pause};
 use crate::cmd::status::render;
 use cluster::KubeCluster;
@@ -412,7 +414,14 @@ fn fail_over(
     }
     // A little of what came after, then the client's timeline around the failure.
     pause(Duration::from_millis(300))?;
-    show_timeline(k, prober, &outage, failed_at, vip);
+    Steps::block(&timeline_block(
+        prober,
+        Family::V4,
+        &vip.to_string(),
+        failed_at,
+        &outage,
+        |mac| k.lab.who(mac),
+    ));
     if let Some(h) = k.lab.host(&new_owner)
         && let Ok(s) = status_at(&h.ns, SocketAddr::from((h.ip, SPEAKER_PORT)))
         && owner_of(&s, &vip.to_string()).as_deref() == Some(new_owner.as_str())
@@ -454,27 +463,6 @@ fn fail_over(
         outage.unanswered,
         status_nodes.join(",")
     ))
-}
-
-/// The rounds from 50 ms before the failure to 300 ms after the takeover, run by run.
-fn show_timeline(
-    k: &KubeCluster,
-    prober: &Prober,
-    outage: &Outage,
-    failed_at: Duration,
-    vip: Ipv4Addr,
-) {
-    let from = failed_at.saturating_sub(Duration::from_millis(50));
-    let to = failed_at + outage.takeover + Duration::from_millis(300);
-    let runs = probe::timeline(&prober.rounds_from(0), Family::V4, from, to);
-    let text = probe::render_timeline(&runs, failed_at, |mac| {
-        k.lab
-            .host_by_mac(mac)
-            .map_or_else(|| mac.to_string(), |h| format!("{} ({mac})", h.name))
-    });
-    Steps::block(&format!(
-        "the client's ARP questions for {vip} (ms from the failure; who answered):\n{text}"
-    ));
 }
 
 /// Waits until a ServiceL2Status names `node`; every node named then.
