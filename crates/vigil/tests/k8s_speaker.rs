@@ -945,8 +945,18 @@ fn delete_metallb_object(lab: &KubeLab, plural: &str, kind: &str, name: &str) {
 
 const METRICS_PORT: u16 = 9120;
 
+/// memberlist v0.5.1's `DefaultLANConfig` in MetalLB's config.json format.
+const MEMBERLIST_LAN_JSON: &str = r#"{"TCPTimeout": "10s", "IndirectChecks": 3, "RetransmitMult": 4,
+    "SuspicionMult": 4, "SuspicionMaxTimeoutMult": 6, "PushPullInterval": "30s",
+    "ProbeTimeout": "500ms", "ProbeInterval": "1s", "DisableTcpPings": false,
+    "AwarenessMaxMultiplier": 8, "GossipNodes": 3, "GossipInterval": "200ms",
+    "GossipToTheDeadTime": "30s", "GossipVerifyIncoming": true, "GossipVerifyOutgoing": true,
+    "EnableCompression": true, "HandoffQueueDepth": 1024, "UDPBufferSize": 1400,
+    "QueueCheckInterval": "30s"}"#;
+
 /// MetalLB's metrics from running `vigil speaker`s on `--port` (names, labels and values as
-/// MetalLB's), then issue 13 item 5: MetalLB's half-valid configurations, each applied to the
+/// MetalLB's; one speaker gossips with MetalLB's memberlist `config.json`), then issue 13
+/// item 5: MetalLB's half-valid configurations, each applied to the
 /// real API server while the VIP is announced. An invalid pool and overlapping pools make
 /// every speaker's ConfigurationState Invalid with MetalLB's reason and
 /// `metallb_k8s_client_config_stale_bool` 1, while the last good configuration keeps the VIP
@@ -958,9 +968,19 @@ const METRICS_PORT: u16 = 9120;
 fn metallb_metrics_and_half_valid_configurations() {
     const TEST: &str = "metallb_metrics_and_half_valid_configurations";
     let started = Instant::now();
+    // One speaker that will not own the VIP gossips with MetalLB's memberlist config.json
+    // (memberlist's LAN timing), the others with vigil's fast profile.
+    let all: Vec<&str> = SPEAKERS.iter().map(|(_, n, _)| *n).collect();
+    let tuned = vigil_lb::rank(all.iter().copied(), IpAddr::V4(VIP))[2].to_string();
     let Some((lab, mut speakers, configs, macs)) =
-        start_cluster_with(TEST, "vk-spm", Allocate::Test, |_, _| {
-            vec![format!("--port={METRICS_PORT}")]
+        start_cluster_with(TEST, "vk-spm", Allocate::Test, |c, dir| {
+            let mut args = vec![format!("--port={METRICS_PORT}")];
+            if c.node == tuned {
+                let file = dir.join("config.json");
+                std::fs::write(&file, MEMBERLIST_LAN_JSON).expect("config.json");
+                args.push(format!("--memberlist-config={}", file.display()));
+            }
+            args
         })
     else {
         return;
@@ -1022,7 +1042,18 @@ fn metallb_metrics_and_half_valid_configurations() {
             .get("vigil_gossip_member_events_total{event=\"join\"}")
             .copied();
         assert!(joins.is_some_and(|j| j >= 2.0), "{node}: joins {joins:?}");
+        let alive = m.get("vigil_gossip_members{state=\"alive\"}").copied();
+        assert_eq!(alive, Some(3.0), "{node}: members alive");
     }
+    let tuned_log = speakers
+        .iter()
+        .find(|s| s.node == tuned)
+        .map(|s| std::fs::read_to_string(&s.log).unwrap_or_default())
+        .unwrap_or_default();
+    assert!(
+        tuned_log.contains("\"event\":\"memberlist_config_loaded\""),
+        "{tuned} gossips with its config.json; log:\n{tuned_log}"
+    );
     // Real ARP questions: the owner counts each one it received and answered.
     let ns = lab.bridge().ns("client");
     let mut answered = 0;
