@@ -324,6 +324,19 @@ fn a_host_loss_in_kubernetes_mode_moves_the_ip() {
 }
 
 #[test]
+fn a_graceful_stop_in_kubernetes_mode_hands_the_ip_over_and_the_speaker_exits_cleanly() {
+    const TEST: &str =
+        "a_graceful_stop_in_kubernetes_mode_hands_the_ip_over_and_the_speaker_exits_cleanly";
+    let Some((stdout, old, _)) = scenario(TEST, "term", "graceful") else {
+        return;
+    };
+    assert!(
+        stdout.contains(&format!("{old}'s speaker: exit status: 0")),
+        "{TEST}: {old}'s speaker exits 0 on SIGTERM\n{stdout}"
+    );
+}
+
+#[test]
 fn with_the_api_server_down_the_ip_still_moves_and_the_status_follows_it_back() {
     const TEST: &str = "with_the_api_server_down_the_ip_still_moves_and_the_status_follows_it_back";
     let Some((stdout, _, new)) = scenario(TEST, "api", "api-down") else {

@@ -49,9 +49,9 @@ Scenarios:
 
 With --kubernetes, a real kube-apiserver and etcd (vigil-testenv, built by
 `conformance/build.sh testenv`; found in VIGIL_GO_BIN_DIR or the checkout's
-conformance/.build/bin) run on a lab host of their own; `vigil controller` allocates the
-Service's IP from an IPAddressPool and `vigil speaker` runs on every host with a kubeconfig.
-The lab prints the pool, the Service and its ServiceL2Status as `kubectl get` would (the API
+conformance/.build/bin) run on a lab host of their own, with vigil's CRDs and RBAC
+(deploy/kubernetes/base, built in); `vigil controller` allocates the Service's IP from an
+IPAddressPool and `vigil speaker` runs on every host, each as its ServiceAccount. The lab prints the pool, the Service and its ServiceL2Status as `kubectl get` would (the API
 server's own tables), then fails the owner. IPv4 only.
 
 Examples:
