@@ -120,9 +120,16 @@ impl Bench {
             groups: vec!["system:masters".to_string()],
         };
         tokens.push(controller_token.clone());
+        let mut apiserver_args = audit::apiserver_args(&policy, &audit_log);
+        // Room for 5,000 LoadBalancer Services: each takes a ClusterIP and a NodePort, and
+        // vigil-testenv's defaults (a /24, 2,768 ports) hold about 250 and 2,768.
+        apiserver_args.extend([
+            "--service-cluster-ip-range=10.0.0.0/16,2001:db8:ffff::/112".to_string(),
+            "--service-node-port-range=30000-39999".to_string(),
+        ]);
         let config = ControlPlaneConfig {
             tokens,
-            apiserver_args: audit::apiserver_args(&policy, &audit_log),
+            apiserver_args,
             ..ControlPlaneConfig::default()
         };
         let mut lab = KubeLab::start("vbk8s", "vigil-bench-k8s", config).ok_or(

@@ -53,7 +53,8 @@ pub(crate) struct ScaleResult {
     pub(crate) change: Vec<Duration>,
     /// Creation trials unanswered.
     pub(crate) change_missed: usize,
-    /// From deleting everything to no ServiceL2Status left (`None`: not within the bound).
+    /// From the calls deleting every Service and slice to no ServiceL2Status left (`None`: not
+    /// within the bound).
     pub(crate) drain: Option<Duration>,
     /// What went wrong.
     pub(crate) notes: Vec<String>,
@@ -69,8 +70,10 @@ pub(crate) fn run(
     objects::ensure_ns(bench, SCALE_NS)?;
     let mut running = Running::start(bench, programs, system)?;
     let result = measure(bench, &mut running, plan);
-    let _ = objects::delete_all(bench, SCALE_NS);
+    // The drain is timed from the delete calls themselves (the speakers start withdrawing
+    // while the collection is still being deleted).
     let drain_start = Instant::now();
+    let _ = objects::delete_all(bench, SCALE_NS);
     let mut drain = None;
     while drain_start.elapsed() < plan.sync_limit {
         if objects::count_statuses(bench, SCALE_NS).unwrap_or(usize::MAX) == 0 {
