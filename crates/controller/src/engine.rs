@@ -12,8 +12,9 @@
 //! the Service is reconciled again, so a failed write never frees it for anyone else. At
 //! start, before the first reconcile, the allocator is rebuilt from every Service's current
 //! ingress (MetalLB's `reprocessAll` order), so a new leader keeps every allocation. Before
-//! each Service write the Lease is read again, so a replica that lost the Lease without
-//! noticing yet does not write.
+//! each Service write the Lease is checked (read, or a read less than half a Lease duration
+//! after its renewal reused), so a replica that lost the Lease without noticing yet does not
+//! write.
 //!
 //! When waiting Services are looked at again is MetalLB's (`controller/main.go:SetBalancer`,
 //! `service_controller_reload.go:reprocessAll`): after a pool configuration change (the pools
@@ -44,7 +45,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc, watch};
 use tracing::{debug, info, warn};
 use vigil_k8s::crd::IPAddressPool;
@@ -118,6 +119,8 @@ struct State {
     /// UIDs of Services seen deleted that the cache may still hold: never converged again
     /// (that would take their IPs back). Pruned once the cache has let them go.
     deleted: BTreeSet<String>,
+    /// Until when the last Lease read still vouches for this replica ([`Ctx::check_leader`]).
+    leader_until: Option<Instant>,
 }
 
 struct Ctx {
@@ -189,6 +192,7 @@ pub(crate) async fn lead(
             counters: BTreeMap::new(),
             written: BTreeMap::new(),
             deleted: BTreeSet::new(),
+            leader_until: None,
         }),
         pools: pool_store.clone(),
         namespaces: ns_store.clone(),
@@ -565,21 +569,37 @@ impl Ctx {
         Ok(())
     }
 
-    /// Reads the Lease right before a Service write: the election reports a lost Lease only
-    /// when it next syncs, so without this a replica cut off from renewing could still write
-    /// while its successor allocates. The window left is one write.
-    async fn check_leader(&self) -> Result<(), ReconcileError> {
+    /// Makes sure this replica still holds the Lease right before a Service write: the
+    /// election reports a lost Lease only when it next syncs, so without this a replica cut
+    /// off from renewing could still write while its successor allocates.
+    ///
+    /// The Lease is read, and the answer reused until half its duration after the renewal it
+    /// shows: the renewal time was written by this replica's own clock, and a successor may
+    /// take over only once a whole duration has passed since it, by its clock; so reuse is
+    /// safe while the clocks differ by less than half a duration (the bound Kubernetes' own
+    /// leader election assumes too), and a reconcile costs no Lease read most of the time.
+    async fn check_leader(&self, st: &mut State) -> Result<(), ReconcileError> {
+        if st.leader_until.is_some_and(|t| Instant::now() < t) {
+            return Ok(());
+        }
+        st.leader_until = None;
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
         let lease = leases
             .get_opt(&self.cfg.lease_name)
             .await
             .map_err(failed("read lease"))?;
-        let holder = lease.and_then(|l| l.spec?.holder_identity);
-        if holder.as_deref() == Some(self.cfg.identity.as_str()) {
-            Ok(())
-        } else {
-            Err(ReconcileError::NotLeader)
+        let spec = lease.and_then(|l| l.spec).unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.cfg.identity.as_str()) {
+            return Err(ReconcileError::NotLeader);
         }
+        if let (Some(renewed), Some(seconds)) = (&spec.renew_time, spec.lease_duration_seconds) {
+            let until_ms = renewed.0.as_millisecond() + i64::from(seconds) * 500;
+            let left_ms = until_ms - k8s_openapi::jiff::Timestamp::now().as_millisecond();
+            if let Ok(left) = u64::try_from(left_ms) {
+                st.leader_until = Some(Instant::now() + Duration::from_millis(left));
+            }
+        }
+        Ok(())
     }
 
     async fn publish(&self, svc: &Service, ev: &ServiceEvent) {
@@ -713,7 +733,7 @@ impl Ctx {
             for a in deprecated_annotations(&annotations) {
                 evs.push(events::deprecated(a));
             }
-            self.check_leader().await?;
+            self.check_leader(st).await?;
             let pp = PostParams {
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..PostParams::default()
@@ -724,7 +744,9 @@ impl Ctx {
                 Ok(stored) => stored,
                 // Deleted meanwhile: what it was given goes back at once.
                 Err(kube::Error::Api(e)) if e.is_not_found() => {
-                    alloc.release(&key);
+                    if let Some(alloc) = st.alloc.as_mut() {
+                        alloc.release(&key);
+                    }
                     self.write_counters(st).await?;
                     return Ok(Reconciled {
                         reprocess: true,
