@@ -219,10 +219,14 @@ fn scenario(test: &str, short: &str, name: &str) -> Option<(String, String, Stri
     assert_eq!(field("mode"), "kubernetes");
     assert_eq!(field("scenario"), name);
     let (vip, old, new) = (field("vip"), field("old_owner"), field("new_owner"));
+    let vip6 = field("vip6");
     assert!(
-        vip.starts_with("198.18.0.2"),
-        "{test}: the IP comes from the pool 198.18.0.200-209: {vip}"
+        vip.starts_with("198.18.0.2") && vip6.starts_with("2001:db8::2"),
+        "{test}: the dual-stack Service's IPs come from the pool (198.18.0.200-209, \
+         2001:db8::200-209): {vip} {vip6}"
     );
+    // Both families were answered by a new owner (the IPv6 one asked by NDP).
+    let _ = (field("v6_silent_ms"), field("v6_takeover_ms"));
     assert!(
         old.starts_with("host-") && new.starts_with("host-") && old != new,
         "{test}: the IP moved from one lab host to another: {old} -> {new}\n{stdout}"
@@ -234,10 +238,10 @@ fn scenario(test: &str, short: &str, name: &str) -> Option<(String, String, Stri
         "{test}: the Service table has kubectl's header: {services:?}\n{stdout}"
     );
     assert!(
-        services
-            .iter()
-            .any(|l| l.starts_with("web ") && l.contains("LoadBalancer") && l.contains(&vip)),
-        "{test}: the Service table shows web with {vip}: {services:?}"
+        services.iter().any(|l| l.starts_with("web ")
+            && l.contains("LoadBalancer")
+            && l.contains(&format!("{vip},{vip6}"))),
+        "{test}: the Service table shows web with {vip},{vip6}: {services:?}"
     );
     // The ServiceL2Status names the old owner alone before, and the new owner after.
     let before = table_after(

@@ -50,9 +50,10 @@ Scenarios:
 With --kubernetes, a real kube-apiserver and etcd (vigil-testenv, built by
 `conformance/build.sh testenv`; found in VIGIL_GO_BIN_DIR or the checkout's
 conformance/.build/bin) run on a lab host of their own, with vigil's CRDs and RBAC
-(deploy/kubernetes/base, built in); `vigil controller` allocates the Service's IP from an
-IPAddressPool and `vigil speaker` runs on every host, each as its ServiceAccount. The lab prints the pool, the Service and its ServiceL2Status as `kubectl get` would (the API
-server's own tables), then fails the owner. IPv4 only.
+(deploy/kubernetes/base, built in). `vigil controller` gives a dual-stack Service an IPv4 and
+an IPv6 address from an IPAddressPool and `vigil speaker` runs on every host, each program as
+its ServiceAccount. The lab prints the pool, the Service and its ServiceL2Status as `kubectl
+get` would (the API server's own tables), then fails the owner.
 
 Examples:
   vigil lab                          3 hosts, host loss, fast profile

@@ -32,7 +32,7 @@ use super::probe::{Family, Prober, Questions};
 use super::{Args, Scenario, Stop, check_interrupt, pause};
 use crate::cmd::status::render;
 use cluster::KubeCluster;
-use objects::{METALLB_NS, POOL_RANGE, SERVICE, SERVICE_NS};
+use objects::{METALLB_NS, POOL_RANGE, POOL_RANGE6, SERVICE, SERVICE_NS};
 use vigil_kubelab::deploy::{MEMBERLIST_SECRET, Program};
 
 /// The port each speaker serves `/status` and `/metrics` on (its host's address).
@@ -81,7 +81,7 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
     steps.say(&format!(
         "applied vigil's {} CRDs and {} RBAC objects (deploy/kubernetes/base: the speaker and \
          the controller run as their ServiceAccounts), a Node and a speaker Pod per host, \
-         IPAddressPool lab ({POOL_RANGE}), L2Advertisement lab (eth0) and Service \
+         IPAddressPool lab ({POOL_RANGE} and {POOL_RANGE6}), L2Advertisement lab (eth0) and Service \
          {SERVICE_NS}/{SERVICE} (type LoadBalancer, an endpoint on every node)",
         installed.crds.len(),
         installed.rbac.len()
@@ -98,15 +98,16 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
     std::fs::create_dir(&key_dir)
         .map_err(|e| Stop::failed(format!("{}: {e}", key_dir.display())))?;
     write_private(&key_dir.join("secretkey"), &key)?;
-    let vip = wait_for(
+    let vips = wait_for(
         &mut k,
-        "vigil controller to allocate an IP",
+        "vigil controller to allocate an IPv4 and an IPv6 address",
         ALLOCATE_LIMIT,
         |k| k.cp.block_on(objects::ingress(&client)),
     )?;
+    let (vip, vip6) = (vips.v4, vips.v6);
     steps.say(&format!(
         "vigil controller (pid {}) made the memberlist Secret (a random key, in no file of the \
-         lab's) and gave {SERVICE_NS}/{SERVICE} {vip}:",
+         lab's) and gave {SERVICE_NS}/{SERVICE} {vip} and {vip6}:",
         k.controller_pid.unwrap_or_default()
     ));
     show(
@@ -136,7 +137,7 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
         src4: CLIENT4,
         src6: CLIENT6,
         vip4: vip,
-        vip6: None,
+        vip6: Some(vip6),
         interval: Duration::from_millis(10),
         limit: SETTLE_LIMIT
             + args.profile.takeover_limit()
@@ -150,8 +151,8 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
         .map(str::to_string)
         .collect();
     steps.say(&format!(
-        "waiting until the client hears one host answer for {vip} and its ServiceL2Status \
-         names it (at most {} s); MetalLB's election ranks {}",
+        "waiting until the client hears one host answer for {vip} and {vip6} and its \
+         ServiceL2Status names it (at most {} s); MetalLB's election ranks {}",
         SETTLE_LIMIT.as_secs(),
         ranked.join(", ")
     ));
@@ -164,7 +165,7 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
         format!("(MetalLB's election would pick {})", ranked[0])
     };
     steps.say(&format!(
-        "settled: {owner} announces {vip}, {agrees}; the client hears it at {owner_mac}:"
+        "settled: {owner} announces {vip} and {vip6}, {agrees}; the client hears it at {owner_mac}:"
     ));
     show(
         &k,
@@ -181,13 +182,13 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
     }
 
     let mut summary = format!(
-        "result: mode=kubernetes scenario={} profile={} nodes={nodes} vip={vip} old_owner={owner}",
+        "result: mode=kubernetes scenario={} profile={} nodes={nodes} vip={vip} vip6={vip6} old_owner={owner}",
         args.scenario.name(),
         args.profile.name()
     );
     if args.scenario != Scenario::None {
         let fields = fail_over(
-            args, &mut k, &client, &prober, &steps, &owner, owner_mac, vip,
+            args, &mut k, &client, &prober, &steps, &owner, owner_mac, vips,
         )?;
         summary.push_str(&fields);
     }
@@ -300,8 +301,16 @@ fn settle(
         let heard: Vec<Mac> = {
             let len = prober.len();
             let last = prober.rounds_from(len.saturating_sub(3));
+            // The same one MAC for both families, three rounds in a row.
             match last.as_slice() {
-                [a, b, c] if a.v4.len() == 1 && a.v4 == b.v4 && b.v4 == c.v4 => a.v4.clone(),
+                [a, b, c]
+                    if a.v4.len() == 1
+                        && [&a.v4, &a.v6, &b.v4, &b.v6, &c.v4, &c.v6]
+                            .iter()
+                            .all(|m| **m == a.v4) =>
+                {
+                    a.v4.clone()
+                }
                 _ => Vec::new(),
             }
         };
@@ -310,7 +319,10 @@ fn settle(
             .and_then(|m| k.lab.host_by_mac(*m))
             .map(|h| h.name.clone());
         match answering {
-            None => waiting_for = format!("the client to hear one host answer for {vip}"),
+            None => {
+                waiting_for =
+                    format!("the client to hear one host answer for {vip} and its IPv6 twin")
+            }
             Some(owner) => {
                 waiting_for = match k.cp.block_on(objects::status_nodes(client)) {
                     Ok(nodes) if nodes == [owner.clone()] => match alive_members(k, &owner) {
@@ -358,8 +370,9 @@ fn fail_over(
     steps: &Steps,
     owner: &str,
     old_mac: Mac,
-    vip: Ipv4Addr,
+    vips: objects::Vips,
 ) -> Result<String, Stop> {
+    let (vip, vip6) = (vips.v4, vips.v6);
     if args.scenario == Scenario::ApiDown {
         let exit =
             k.cp.stop()
@@ -374,11 +387,11 @@ fn fail_over(
     let failed_at = prober.now();
     let what = fail_owner(args.scenario, &mut k.lab, owner)?;
     steps.say(&format!("{what}; the client asks every 10 ms"));
-    let (outage, _) = await_takeover(
+    let (outage, outage6) = await_takeover(
         prober,
         failed_at,
         old_mac,
-        false,
+        true,
         args.profile.takeover_limit(),
     )
     .map_err(|e| match e {
@@ -404,7 +417,15 @@ fn fail_over(
             ""
         }
     ));
+    let outage6 = outage6.expect("asked for both families");
     Steps::block(&describe(&outage, vip.to_string()));
+    Steps::block(&describe(&outage6, vip6.to_string()));
+    if outage6.new_mac != outage.new_mac {
+        Steps::block(&format!(
+            "note: {vip6} moved to {} but {vip} to {new_owner}",
+            k.lab.who(outage6.new_mac)
+        ));
+    }
     if args.scenario == Scenario::Graceful {
         let exit = k
             .lab
@@ -457,10 +478,13 @@ fn fail_over(
         ));
     }
     Ok(format!(
-        " new_owner={new_owner} silent_ms={} takeover_ms={} unanswered={} l2status={}",
+        " new_owner={new_owner} silent_ms={} takeover_ms={} unanswered={} v6_silent_ms={} \
+         v6_takeover_ms={} l2status={}",
         ms(outage.silent),
         ms(outage.takeover),
         outage.unanswered,
+        ms(outage6.silent),
+        ms(outage6.takeover),
         status_nodes.join(",")
     ))
 }

@@ -6,7 +6,7 @@
 //! then the Service's allocated IP, the memberlist Secret the controller made and the
 //! speakers' ServiceL2Status objects.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::Client;
@@ -24,8 +24,10 @@ pub(super) const METALLB_NS: &str = deploy::NAMESPACE;
 pub(super) const SERVICE_NS: &str = "demo";
 /// The Service's name.
 pub(super) const SERVICE: &str = "web";
-/// The pool's addresses (on the lab's bridge subnet, away from the hosts).
+/// The pool's IPv4 addresses (on the lab's bridge subnet, away from the hosts).
 pub(super) const POOL_RANGE: &str = "198.18.0.200-198.18.0.209";
+/// The pool's IPv6 addresses (the Service is dual stack).
+pub(super) const POOL_RANGE6: &str = "2001:db8::200-2001:db8::209";
 /// The speaker Pods' labels in the DaemonSet, which `--ml-labels` selects.
 pub(super) const SPEAKER_LABELS: &[(&str, &str)] = &[
     ("app.kubernetes.io/name", "vigil"),
@@ -71,7 +73,7 @@ fn pool_and_ad() -> String {
         "apiVersion: metallb.io/v1beta1\n\
          kind: IPAddressPool\n\
          metadata:\n  name: lab\n  namespace: {METALLB_NS}\n\
-         spec:\n  addresses:\n    - {POOL_RANGE}\n\
+         spec:\n  addresses:\n    - {POOL_RANGE}\n    - {POOL_RANGE6}\n\
          ---\n\
          apiVersion: metallb.io/v1beta1\n\
          kind: L2Advertisement\n\
@@ -146,9 +148,12 @@ pub(super) async fn install(
     apply_yaml(client, "the lab's pool and advertisement", &pool_and_ad())
         .await
         .map_err(|e| e.to_string())?;
-    create_service(client, &TestService::load_balancer(SERVICE_NS, SERVICE))
-        .await
-        .map_err(|e| format!("Service {SERVICE_NS}/{SERVICE}: {e}"))?;
+    create_service(
+        client,
+        &TestService::load_balancer(SERVICE_NS, SERVICE).dual_stack(),
+    )
+    .await
+    .map_err(|e| format!("Service {SERVICE_NS}/{SERVICE}: {e}"))?;
     let mut slice = TestSlice::for_service(SERVICE_NS, SERVICE);
     for (i, (name, _)) in hosts.iter().enumerate() {
         // Pod addresses on a subnet of their own; nothing is ever sent to them.
@@ -177,20 +182,39 @@ pub(super) async fn memberlist_secret(client: &Client) -> Result<Option<String>,
         .and_then(|b| String::from_utf8(b.0).ok()))
 }
 
-/// The Service's first IPv4 ingress IP, once the controller has written one.
-pub(super) async fn ingress(client: &Client) -> Result<Option<Ipv4Addr>, String> {
+/// The Service's IPs, one per family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Vips {
+    /// The IPv4 one.
+    pub(super) v4: Ipv4Addr,
+    /// The IPv6 one.
+    pub(super) v6: Ipv6Addr,
+}
+
+/// The Service's ingress IPs, once the controller has written both families.
+pub(super) async fn ingress(client: &Client) -> Result<Option<Vips>, String> {
     let services: Api<Service> = Api::namespaced(client.clone(), SERVICE_NS);
     let svc = services
         .get(SERVICE)
         .await
         .map_err(|e| format!("Service {SERVICE_NS}/{SERVICE}: {e}"))?;
-    Ok(svc
+    let ips: Vec<IpAddr> = svc
         .status
         .and_then(|s| s.load_balancer)
         .and_then(|lb| lb.ingress)
         .unwrap_or_default()
         .into_iter()
-        .find_map(|i| i.ip?.parse().ok()))
+        .filter_map(|i| i.ip?.parse().ok())
+        .collect();
+    let v4 = ips.iter().find_map(|ip| match ip {
+        IpAddr::V4(v4) => Some(*v4),
+        IpAddr::V6(_) => None,
+    });
+    let v6 = ips.iter().find_map(|ip| match ip {
+        IpAddr::V6(v6) => Some(*v6),
+        IpAddr::V4(_) => None,
+    });
+    Ok(v4.zip(v6).map(|(v4, v6)| Vips { v4, v6 }))
 }
 
 /// The nodes that have a ServiceL2Status for the Service, sorted.
@@ -249,6 +273,7 @@ mod tests {
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0]["kind"], "IPAddressPool");
         assert_eq!(docs[0]["spec"]["addresses"][0], POOL_RANGE);
+        assert_eq!(docs[0]["spec"]["addresses"][1], POOL_RANGE6);
         assert_eq!(docs[1]["kind"], "L2Advertisement");
         assert_eq!(docs[1]["spec"]["ipAddressPools"][0], "lab");
         assert_eq!(docs[1]["metadata"]["namespace"], METALLB_NS);
