@@ -13,8 +13,11 @@
 //! resourceVersions and event counts), MetalLB's controller wrote no log line (it logs the
 //! start and end of every reconcile at info level), and vigil's controller emitted no
 //! tracing event (it logs every reconcile at debug level). A step that does not settle within
-//! [`SETTLE_LIMIT`] fails the test. A step that shows any difference (allowed or not) is
-//! looked at once more after a longer quiet period, [`RECHECK_QUIET`], before it counts.
+//! [`SETTLE_LIMIT`] fails the test. A step with a difference that is not allowed, or one
+//! that ends the sequence, is looked at once more after a longer quiet period,
+//! [`RECHECK_QUIET`], before it counts. Some allowed differences (MetalLB's random orders)
+//! leave the two clusters in different valid states; the rest of that sequence is then
+//! skipped, and the count of sequences cut short is printed with the run's size.
 //!
 //! The hand-picked sequences cover sharing, annotations (current and deprecated),
 //! `spec.loadBalancerIP`, `metallb.io/address-pool`, exhaustion, dual stack, `autoAssign:
@@ -441,7 +444,7 @@ struct StepContext {
     waiting_before: BTreeSet<String>,
     /// Services that were waiting, or whose IPs changed in this step on both sides.
     contenders: BTreeSet<String>,
-    /// Whether the contenders hold the same IPs on both sides, whoever holds which.
+    /// Whether the contenders hold the same set of IPs on both sides, whoever holds which.
     contenders_hold_the_same_ips: bool,
     /// Services given IPs from different pools on the two sides, when MetalLB ranks those two
     /// pools equally, and those pools.
@@ -789,7 +792,9 @@ impl Sides {
                 .filter_map(|k| seen.services.get(k))
                 .flat_map(|s| s.ingress.clone())
                 .collect();
+            // A set: Services sharing one IP take it together.
             ips.sort();
+            ips.dedup();
             ips
         };
         let contenders_hold_the_same_ips = held(&after.0) == held(&after.1);
