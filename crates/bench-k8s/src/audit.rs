@@ -23,6 +23,8 @@ pub(crate) fn apiserver_args(policy: &Path, log: &Path) -> Vec<String> {
         format!("--audit-log-path={}", log.display()),
         "--audit-log-format=json".to_string(),
         "--audit-log-maxbackup=0".to_string(),
+        // Never rotate: a scale run writes hundreds of MB, and the bench reads one file.
+        "--audit-log-maxsize=0".to_string(),
     ]
 }
 
