@@ -8,6 +8,11 @@
 //! failover during an API outage is written once the API server is back. A status is never
 //! edited into another (MetalLB's CRD makes its fields immutable): when it must change it is
 //! deleted and created again. At start, statuses this node left behind are deleted.
+//!
+//! After that start, this node's statuses are written only here, so the writer keeps what it
+//! wrote (object name and status per Service) and never lists: a list by label is a read of
+//! every ServiceL2Status in the namespace on the API server, and one per write made a sync of
+//! 1,000 Services quadratic (27 lists a second per node in `bench/kubernetes`).
 
 use crate::crd::{
     LABEL_ANNOUNCE_NODE, LABEL_SERVICE_NAME, LABEL_SERVICE_NAMESPACE, ServiceL2Status,
@@ -76,6 +81,7 @@ impl K8sSink {
             services: stores.services.clone(),
             pods: stores.pods.clone(),
             pod: pod.map(str::to_string),
+            written: BTreeMap::new(),
         };
         tokio::spawn(writer.run(rx));
         Self { tx, shared }
@@ -110,11 +116,20 @@ struct Writer {
     pods: kube::runtime::reflector::Store<Pod>,
     /// This speaker's Pod (`--pod-name`): owner of its statuses, so they go with it.
     pod: Option<String>,
+    /// What this writer created, per Service id.
+    written: BTreeMap<String, Written>,
+}
+
+/// A ServiceL2Status this writer created: its name, and its status once that was written.
+#[derive(Debug)]
+struct Written {
+    name: String,
+    status: Option<crate::crd::ServiceL2StatusStatus>,
 }
 
 impl Writer {
-    async fn run(self, mut rx: mpsc::UnboundedReceiver<Notice>) {
-        if let Err(e) = self.delete(None).await {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Notice>) {
+        if let Err(e) = self.delete_left_behind().await {
             warn!(event = "l2status_cleanup_failed", error = %e, "statuses left by an earlier run stay");
         }
         // Per Service, the latest state not yet written (`true`: announced).
@@ -144,7 +159,7 @@ impl Writer {
                 let result = if announced {
                     self.announced(&id).await
                 } else {
-                    self.delete(Some(&id)).await
+                    self.delete(&id).await
                 };
                 match result {
                     Ok(()) => {
@@ -174,23 +189,41 @@ impl Writer {
         sel
     }
 
-    /// Deletes this node's statuses (for one service, or all).
-    async fn delete(&self, service: Option<&str>) -> Result<(), kube::Error> {
+    /// Deletes every status of this node's (left by an earlier run).
+    async fn delete_left_behind(&mut self) -> Result<(), kube::Error> {
         let list = self
             .statuses
-            .list(&ListParams::default().labels(&self.selector(service)))
+            .list(&ListParams::default().labels(&self.selector(None)))
             .await?;
         for old in list {
             if let Some(name) = old.metadata.name {
-                self.statuses
-                    .delete(&name, &DeleteParams::default())
-                    .await?;
+                self.delete_named(&name).await?;
             }
+        }
+        self.written.clear();
+        Ok(())
+    }
+
+    /// Deletes this node's status for Service `id`, if this writer made one.
+    async fn delete(&mut self, id: &str) -> Result<(), kube::Error> {
+        if let Some(old) = self.written.get(id) {
+            let name = old.name.clone();
+            self.delete_named(&name).await?;
+            self.written.remove(id);
         }
         Ok(())
     }
 
-    async fn announced(&self, id: &str) -> Result<(), kube::Error> {
+    /// Deletes one status by name; one already gone is fine.
+    async fn delete_named(&self, name: &str) -> Result<(), kube::Error> {
+        match self.statuses.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn announced(&mut self, id: &str) -> Result<(), kube::Error> {
         let Some((ns, name)) = id.split_once('/') else {
             return Ok(());
         };
@@ -215,14 +248,14 @@ impl Writer {
                 ..owner
             }]);
         }
-        let have = self
-            .statuses
-            .list(&ListParams::default().labels(&self.selector(Some(id))))
-            .await?;
-        if have.items.len() == 1 && have.items[0].status == want.status {
+        if self
+            .written
+            .get(id)
+            .is_some_and(|w| w.status.is_some() && w.status == want.status)
+        {
             return Ok(());
         }
-        self.delete(Some(id)).await?;
+        self.delete(id).await?;
         // The typed root carries no apiVersion/kind, which a create needs; and `status` is a
         // subresource: the create ignores it, so it is written after.
         let resource = ApiResource::erase::<ServiceL2Status>(&());
@@ -238,6 +271,15 @@ impl Writer {
         };
         let created = untyped.create(&PostParams::default(), &object).await?;
         let object_name = created.metadata.name.unwrap_or_default();
+        // Recorded before the status is written, so a failed status write is retried by
+        // deleting this object and creating it again.
+        self.written.insert(
+            id.to_string(),
+            Written {
+                name: object_name.clone(),
+                status: None,
+            },
+        );
         let status = serde_json::json!({ "status": want.status });
         self.statuses
             .patch_status(
@@ -246,6 +288,9 @@ impl Writer {
                 &Patch::Merge(&status),
             )
             .await?;
+        if let Some(w) = self.written.get_mut(id) {
+            w.status.clone_from(&want.status);
+        }
         if let Some(svc) = self.services.get(&ObjectRef::new(name).within(ns)) {
             let note = format!(
                 "announcing from node {:?} with protocol \"layer2\"",
