@@ -128,7 +128,8 @@ impl Cluster {
 
     /// A configuration for `host`: every host a seed, answering on eth0, the service `web`
     /// on [`VIP`] with a command health check that fails while [`Cluster::down_flag`]
-    /// exists, then `extra` (YAML appended under `services:` or as more top-level keys).
+    /// exists (two failures in a row: with `fall: 1`, one `sh` slower than the 100 ms timeout
+    /// on a loaded machine moved the VIP in the soak test), then `extra` (YAML appended under `services:` or as more top-level keys).
     pub(crate) fn config(&self, host: &str, election: &str, extra_services: &str) -> String {
         let index: usize = host[1..].parse().unwrap();
         let seeds: Vec<String> = (1..=self.hosts.len())
@@ -145,7 +146,7 @@ impl Cluster {
              services:\n  \
              - name: web\n    \
                vips: [{VIP}, \"{VIP6}\"]\n    \
-               health_check: {{command: [/bin/sh, -c, \"test ! -e {}\"], interval: 100ms}}\n{extra_services}",
+               health_check: {{command: [/bin/sh, -c, \"test ! -e {}\"], interval: 100ms, fall: 2}}\n{extra_services}",
             10 + index,
             seeds.join(", "),
             self.keyring_path().display(),
