@@ -129,12 +129,23 @@ struct Written {
 
 impl Writer {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Notice>) {
-        if let Err(e) = self.delete_left_behind().await {
-            warn!(event = "l2status_cleanup_failed", error = %e, "statuses left by an earlier run stay");
-        }
         // Per Service, the latest state not yet written (`true`: announced).
         let mut pending: BTreeMap<String, bool> = BTreeMap::new();
         let mut retry = RETRY_MIN;
+        // Nothing is written before the statuses an earlier run left are gone: the writer
+        // knows only what it wrote, so a leftover would stay beside a new one.
+        while let Err(e) = self.delete_left_behind().await {
+            warn!(event = "l2status_cleanup_failed", error = %e, "statuses left by an earlier run not deleted yet; will try again");
+            tokio::time::sleep(retry).await;
+            retry = (retry * 2).min(RETRY_MAX);
+            while let Ok(notice) = rx.try_recv() {
+                notice.merge_into(&mut pending);
+            }
+            if rx.is_closed() && rx.is_empty() {
+                return;
+            }
+        }
+        retry = RETRY_MIN;
         let mut failed = false;
         loop {
             if pending.is_empty() {
