@@ -349,6 +349,7 @@ fn core_announces(
         interfaces: InterfaceSelection::default(),
         local_address: None,
         http_listen: None,
+        probe_listen: None,
         hold_down: None,
         refresh: None,
     };

@@ -31,6 +31,9 @@ pub struct StaticSettings {
     pub local_address: Option<LocalAddressSettings>,
     /// Where `/metrics`, `/healthz`, `/readyz` and `/status` are served; `None`: nowhere.
     pub http_listen: Option<SocketAddr>,
+    /// A second address serving the same routes, for probes that ask elsewhere (MetalLB's
+    /// DaemonSet asks `127.0.0.1:17472`, its `--health-probe-port`); `None`: none.
+    pub probe_listen: Option<SocketAddr>,
     /// The fail-back hold-down: for this long after start, this node ranks after every
     /// settled member, so a restarted node does not pull VIPs back the moment it joins.
     /// Skipped when the first join finds no settled member (a cold start).
@@ -50,6 +53,7 @@ impl StaticSettings {
             interfaces,
             local_address,
             http_listen,
+            probe_listen,
             hold_down,
             refresh,
         } = self;
@@ -80,6 +84,7 @@ impl StaticSettings {
         check(*interfaces != other.interfaces, "interfaces");
         check(*local_address != other.local_address, "local_address");
         check(*http_listen != other.http_listen, "http_listen");
+        check(*probe_listen != other.probe_listen, "probe_listen");
         check(*hold_down != other.hold_down, "hold_down");
         check(*refresh != other.refresh, "refresh");
         out

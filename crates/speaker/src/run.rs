@@ -167,21 +167,30 @@ where
     .map_err(|e| RunError::Start(format!("announcer: {e} (vigil needs CAP_NET_RAW)")))?;
 
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let http_task = match settings.http_listen {
-        Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| RunError::Start(format!("http.listen {addr}: {e}")))?;
-            let state = HttpState {
-                shared: Arc::clone(&shared),
-                reloads: counters,
-                l2: l2.clone(),
-                gossip: gossip.clone(),
-            };
-            Some(tokio::spawn(http::serve(listener, state)))
-        }
-        None => None,
+    let state = HttpState {
+        shared: Arc::clone(&shared),
+        reloads: counters,
+        l2: l2.clone(),
+        gossip: gossip.clone(),
     };
+    // The same routes on both addresses, so the probe port's /healthz and /readyz are the
+    // real ones. The probe port is not fatal: the kubelet's probes failing is how a cluster
+    // notices, and gossip and failover are not stopped for it.
+    let mut http_tasks = Vec::new();
+    if let Some(addr) = settings.http_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| RunError::Start(format!("http.listen {addr}: {e}")))?;
+        http_tasks.push(tokio::spawn(http::serve(listener, state.clone())));
+    }
+    if let Some(addr) = settings.probe_listen {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => http_tasks.push(tokio::spawn(http::serve(listener, state))),
+            Err(e) => {
+                warn!(event = "health_probe_bind_failed", %addr, error = %e, "cannot serve the health probes");
+            }
+        }
+    }
 
     let (seeds_tx, seeds_rx) = watch::channel(core.desired().seeds.clone());
     let (first_join_tx, mut first_join) = oneshot::channel();
@@ -279,7 +288,7 @@ where
     }
     gossip.shutdown().await;
     joiner.abort();
-    if let Some(t) = http_task {
+    for t in http_tasks {
         t.abort();
     }
     let _ = l2.send(Command::Shutdown);

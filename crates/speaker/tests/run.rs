@@ -45,6 +45,7 @@ fn settings() -> StaticSettings {
         },
         local_address: None,
         http_listen: None,
+        probe_listen: None,
         hold_down: None,
         refresh: None,
     }

@@ -399,6 +399,7 @@ impl Config {
                 },
             }),
             http_listen: self.http_listen,
+            probe_listen: None,
             hold_down: self.election.hold_down,
             refresh: self.refresh,
         }

@@ -28,6 +28,7 @@ fn settings(node: &str, hold_down: Option<Duration>, local_address: bool) -> Sta
             arp_sysctls: Default::default(),
         }),
         http_listen: None,
+        probe_listen: None,
         hold_down,
         refresh: None,
     }

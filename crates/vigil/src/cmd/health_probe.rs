@@ -1,8 +1,8 @@
-//! The health-probe endpoint MetalLB's speaker and controller serve on `--health-probe-port`
-//! (17472 by default), so that MetalLB's DaemonSet and Deployment probes keep working when only
-//! the image changes: `GET /healthz` and `GET /readyz` answer 200 `ok` while the process runs.
-//! MetalLB's are controller-runtime's ping checks, which say no more than that; vigil's say the
-//! same, and its own state is on `/status` and the metrics port.
+//! The controller's health-probe endpoint on `--health-probe-port` (17472 by default, as
+//! MetalLB's controller), so MetalLB's Deployment probes keep working when only the image
+//! changes: `GET /healthz` and `GET /readyz` answer 200 `ok` while the process runs, as
+//! MetalLB's controller-runtime ping checks do. (The speaker serves its own `/healthz` and
+//! `/readyz`, which look at gossip and readiness, on its probe port too: `probe_listen`.)
 
 use std::net::SocketAddr;
 

@@ -185,6 +185,9 @@ fn static_settings(
         },
         local_address: None,
         http_listen: settings.metrics_port.map(|p| (ml.bind_addr, p).into()),
+        // MetalLB's speaker serves its probes on loopback only (the DaemonSet asks 127.0.0.1).
+        probe_listen: (settings.health_probe_port != 0)
+            .then(|| (std::net::Ipv4Addr::LOCALHOST, settings.health_probe_port).into()),
         hold_down: vigil.hold_down,
         refresh: vigil.refresh,
     })
@@ -197,9 +200,6 @@ async fn speak(
 ) -> Result<(), String> {
     let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
     let mut shutdown = std::pin::pin!(shutdown);
-    // MetalLB's speaker serves its probes on loopback only (the DaemonSet probes 127.0.0.1).
-    let probes = (std::net::Ipv4Addr::LOCALHOST, settings.health_probe_port).into();
-    tokio::spawn(super::health_probe::serve(probes, std::future::pending()));
     let client = kube_client(settings.kubeconfig.as_deref()).await?;
     // Key rotation: the keyring follows the Secret (vigil_k8s::keyring), not the file.
     let keyring = keyring_options(&mut settings, &vigil);
