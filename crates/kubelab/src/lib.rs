@@ -21,6 +21,7 @@
 
 mod arp;
 mod binary;
+pub mod cluster;
 mod control_plane;
 pub mod deploy;
 mod error;

@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -43,6 +43,7 @@ use nix::unistd::Pid;
 
 use crate::KubeLab;
 use crate::binary::{found_or_skip, go_bin_dir};
+use crate::cluster::tail;
 use crate::control_plane::{ControlPlane, StaticToken};
 use crate::error::Error;
 use crate::fixtures::{TestNode, TestPod, create_node, create_pod, ensure_namespace};
@@ -600,18 +601,6 @@ impl Drop for MetalLbProcess {
             let _ = self.stop();
         }
     }
-}
-
-/// The last `lines` lines of the file at `path` (at most its last 1 MiB is read).
-fn tail(path: &Path, lines: usize) -> String {
-    let mut text = String::new();
-    if let Ok(mut f) = File::open(path) {
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = f.seek(SeekFrom::Start(len.saturating_sub(1 << 20)));
-        let _ = f.take(1 << 20).read_to_string(&mut text);
-    }
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The shell step between `unshare` and the speaker: in the private mount namespace, `/etc`
