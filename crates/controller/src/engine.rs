@@ -12,9 +12,14 @@
 //! the Service is reconciled again, so a failed write never frees it for anyone else. At
 //! start, before the first reconcile, the allocator is rebuilt from every Service's current
 //! ingress (MetalLB's `reprocessAll` order), so a new leader keeps every allocation. Before
-//! each Service write the Lease is checked (read, or a read less than half a Lease duration
-//! after its renewal reused), so a replica that lost the Lease without noticing yet does not
-//! write.
+//! each Service write the Lease is checked (as watched, and read only when the watched copy
+//! does not vouch for this replica), so a replica that lost the Lease without noticing yet
+//! does not write.
+//!
+//! What it asks of the API server per Service change is what MetalLB's controller asks: the
+//! Service's status written once when it changes, the events, and the pool's status counters
+//! once per change (written apart from the reconciles, so a burst of changes folds into one
+//! write). Everything read comes from watches.
 //!
 //! When waiting Services are looked at again is MetalLB's (`controller/main.go:SetBalancer`,
 //! `service_controller_reload.go:reprocessAll`): after a pool configuration change (the pools
@@ -35,6 +40,7 @@ use crate::service;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -49,13 +55,19 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc, watch};
 use tracing::{debug, info, warn};
 use vigil_k8s::crd::IPAddressPool;
-use vigil_lb::pool::{Allocator, Labels, PoolCounters, Pools, deprecated_annotations};
+use vigil_lb::pool::{
+    ANNOTATION_PREFIX, Allocator, IP_ALLOCATED_FROM_POOL, Labels, PoolCounters, Pools,
+    deprecated_annotations,
+};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "vigil-controller";
 
 /// How long a stop waits for running reconciles before cancelling them.
 const FORCED_STOP_AFTER: Duration = Duration::from_secs(5);
+
+/// How long a failed pool status write waits before it is tried again.
+const POOL_STATUS_RETRY: Duration = Duration::from_secs(1);
 
 /// Passes in a row before the reprocessing waits for the next trigger (MetalLB backs off
 /// exponentially instead; a pass that keeps asking for another is a bug either way).
@@ -68,6 +80,9 @@ pub(crate) struct LeadConfig {
     pub(crate) lb_class: Option<String>,
     pub(crate) identity: String,
     pub(crate) lease_name: String,
+    /// The lease manager's renewal margin: it renews the Lease this many seconds before the
+    /// Lease would run out.
+    pub(crate) grace_seconds: u64,
 }
 
 /// Why a reconcile failed (it is retried).
@@ -111,16 +126,125 @@ struct State {
     /// `None` while the pools do not form a valid configuration: then nothing is touched
     /// (MetalLB's controller waits the same way when it has no configuration).
     alloc: Option<Allocator>,
-    /// The pool status last written (or read) per pool.
-    counters: BTreeMap<String, PoolCounters>,
-    /// The resourceVersion of each Service as this leader's last status write left it: a
-    /// cached Service at another version is read afresh before it is converged.
-    written: BTreeMap<String, String>,
+    /// Each Service as this leader's last status write left it ([`Ctx::current`]).
+    written: BTreeMap<String, WrittenService>,
     /// UIDs of Services seen deleted that the cache may still hold: never converged again
     /// (that would take their IPs back). Pruned once the cache has let them go.
     deleted: BTreeSet<String>,
     /// Until when the last Lease read still vouches for this replica ([`Ctx::check_leader`]).
     leader_until: Option<Instant>,
+}
+
+/// A Service's status as this leader last wrote it.
+#[derive(Debug)]
+struct WrittenService {
+    /// The version the write produced.
+    resource_version: String,
+    ips: Vec<IpAddr>,
+    pool: Option<String>,
+}
+
+impl WrittenService {
+    /// Whether `svc` carries what was written: the same ingress IPs and pool annotation.
+    fn shown_by(&self, svc: &Service) -> bool {
+        service::ingress_ips(svc) == self.ips
+            && svc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(&format!("{ANNOTATION_PREFIX}{IP_ALLOCATED_FROM_POOL}")))
+                == self.pool.as_ref()
+    }
+}
+
+/// What this leader last wrote as each pool's status (MetalLB writes a pool's status when
+/// its counters change, and again when someone else changes that status).
+///
+/// A write is remembered with the resourceVersion it produced. Until the pool watch has
+/// delivered that version the cache shows an older status, which is no reason to write
+/// again; once it has, every later version is newer than the write, so a status that differs
+/// from it was written by someone else.
+#[derive(Debug, Default)]
+struct PoolStatusWrites(BTreeMap<String, PoolStatusWrite>);
+
+#[derive(Debug)]
+struct PoolStatusWrite {
+    /// The pool written (a pool deleted and made again under its name is another pool).
+    uid: Option<String>,
+    counters: PoolCounters,
+    /// The version the write produced.
+    resource_version: Option<String>,
+    /// Whether the watch has delivered that version.
+    seen: bool,
+}
+
+impl PoolStatusWrites {
+    /// Whether `cached` needs no status write for `counters`: this leader wrote them to this
+    /// pool (perhaps not in the cache yet), or the cache shows them already.
+    fn up_to_date(&mut self, cached: &IPAddressPool, counters: PoolCounters) -> bool {
+        let name = cached.name_any();
+        if self
+            .0
+            .get(&name)
+            .is_some_and(|w| w.uid == cached.metadata.uid && w.counters == counters)
+        {
+            return true;
+        }
+        if cached.status.clone().unwrap_or_default() != pools::status(counters) {
+            return false;
+        }
+        self.0.insert(
+            name,
+            PoolStatusWrite {
+                uid: cached.metadata.uid.clone(),
+                counters,
+                resource_version: cached.metadata.resource_version.clone(),
+                seen: true,
+            },
+        );
+        true
+    }
+
+    /// `stored` is what the API server answered to a write of `counters`.
+    fn wrote(&mut self, stored: &IPAddressPool, counters: PoolCounters) {
+        self.0.insert(
+            stored.name_any(),
+            PoolStatusWrite {
+                uid: stored.metadata.uid.clone(),
+                counters,
+                resource_version: stored.metadata.resource_version.clone(),
+                seen: false,
+            },
+        );
+    }
+
+    /// A pool as its watch delivered it. Returns whether someone else changed its status
+    /// after this leader's last write to it (which is then forgotten, so the next
+    /// [`Ctx::write_counters`] compares with the cache and writes).
+    fn observed(&mut self, pool: &IPAddressPool) -> bool {
+        let name = pool.name_any();
+        let Some(w) = self.0.get_mut(&name) else {
+            return false;
+        };
+        if w.uid != pool.metadata.uid {
+            return false;
+        }
+        if w.resource_version.is_some() && w.resource_version == pool.metadata.resource_version {
+            w.seen = true;
+            return false;
+        }
+        if w.seen && pool.status.clone().unwrap_or_default() != pools::status(w.counters) {
+            self.0.remove(&name);
+            return true;
+        }
+        false
+    }
+
+    /// Forgets pools no longer configured.
+    fn keep_only(&mut self, configured: &Pools) {
+        self.0
+            .retain(|name, _| configured.iter().any(|p| p.name() == name));
+    }
 }
 
 struct Ctx {
@@ -130,6 +254,13 @@ struct Ctx {
     pools: Store<IPAddressPool>,
     namespaces: Store<Namespace>,
     services: Store<Service>,
+    /// Wakes [`write_pool_statuses`]; a burst of changes wakes it once.
+    counters_changed: tokio::sync::Notify,
+    /// The pool statuses this leader wrote; also updated by the pool watch, so not under
+    /// `state`'s lock (which a reprocessing pass holds for long).
+    pool_writes: std::sync::Mutex<PoolStatusWrites>,
+    /// The election Lease, watched ([`Ctx::check_leader`]).
+    lease: Store<Lease>,
     recorder: Recorder,
     reprocess: mpsc::UnboundedSender<()>,
     /// Set by the first reconcile: the Service cache is ready.
@@ -175,6 +306,16 @@ pub(crate) async fn lead(
     let ns_stream = reflector::reflector(ns_writer, watcher(ns_api, watcher::Config::default()))
         .default_backoff()
         .touched_objects();
+    let (lease_store, lease_writer) = reflector::store();
+    let lease_api: Api<Lease> = Api::namespaced(client.clone(), &cfg.namespace);
+    let lease_stream = reflector::reflector(
+        lease_writer,
+        watcher(
+            lease_api,
+            watcher::Config::default().fields(&format!("metadata.name={}", cfg.lease_name)),
+        ),
+    )
+    .default_backoff();
     let svc_api: Api<Service> = Api::all(client.clone());
     let controller = Controller::new(svc_api, watcher::Config::default());
     let svc_store = controller.store();
@@ -189,7 +330,6 @@ pub(crate) async fn lead(
         cfg,
         state: Mutex::new(State {
             alloc: None,
-            counters: BTreeMap::new(),
             written: BTreeMap::new(),
             deleted: BTreeSet::new(),
             leader_until: None,
@@ -197,6 +337,9 @@ pub(crate) async fn lead(
         pools: pool_store.clone(),
         namespaces: ns_store.clone(),
         services: svc_store.clone(),
+        lease: lease_store,
+        pool_writes: std::sync::Mutex::default(),
+        counters_changed: tokio::sync::Notify::new(),
         reprocess,
         started: watch::Sender::new(false),
     });
@@ -206,8 +349,8 @@ pub(crate) async fn lead(
     let triggers = {
         let ctx = Arc::clone(&ctx);
         let changes = futures::stream::select(
-            pool_stream.map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
-            ns_stream.map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
+            pool_stream.map(|r| r.map(Some).map_err(|e| e.to_string())),
+            ns_stream.map(|r| r.map(|_| None).map_err(|e| e.to_string())),
         );
         let stop = stop.clone();
         tokio::spawn(async move {
@@ -215,14 +358,30 @@ pub(crate) async fn lead(
             let mut last: Option<ConfigView> = None;
             while let Some(r) = changes.next().await {
                 match r {
-                    Ok(()) => {
+                    Ok(pool) => {
                         let now = ctx.config_view();
                         if now.is_some() && now != last {
                             last = now;
                             let _ = ctx.reprocess.send(());
                         }
+                        if pool.is_some_and(|p| ctx.pool_writes().observed(&p)) {
+                            // Someone else rewrote a status of ours: put it back (MetalLB's
+                            // pool status controller looks again at status-only changes).
+                            ctx.counters_changed();
+                        }
                     }
                     Err(e) => warn!(error = %e, "pool or namespace watch"),
+                }
+            }
+        })
+    };
+    let lease_watch = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(lease_stream.take_until(stop));
+            while let Some(r) = events.next().await {
+                if let Err(e) = r {
+                    debug!(error = %e, "lease watch");
                 }
             }
         })
@@ -241,11 +400,13 @@ pub(crate) async fn lead(
     tokio::select! {
         () = ready => {}
         () = stop.clone() => {
-            let _ = tokio::join!(triggers, deletions);
+            let _ = tokio::join!(triggers, deletions, lease_watch);
             return Ok(());
         }
     }
     rebuild(&ctx).await?;
+    let pool_statuses = tokio::spawn(write_pool_statuses(Arc::clone(&ctx), stop.clone()));
+    ctx.counters_changed();
     let passes = tokio::spawn(reprocess_passes(
         Arc::clone(&ctx),
         reprocess_rx,
@@ -281,7 +442,7 @@ pub(crate) async fn lead(
             }
         })
         .await;
-    let _ = tokio::join!(triggers, deletions, passes);
+    let _ = tokio::join!(triggers, deletions, passes, lease_watch, pool_statuses);
     Ok(())
 }
 
@@ -319,6 +480,28 @@ async fn reprocess_passes(
     }
 }
 
+/// Writes the pools' status counters whenever they may have changed, apart from the
+/// reconciles (which then neither wait for these writes nor make one each: changes that come
+/// while a write is under way are written together after it, as MetalLB's work queue folds a
+/// pool's pending status updates into one). A failed write is tried again.
+async fn write_pool_statuses(ctx: Arc<Ctx>, stop: impl Future<Output = ()> + Send) {
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        tokio::select! {
+            () = ctx.counters_changed.notified() => {}
+            () = &mut stop => return,
+        }
+        if let Err(e) = ctx.write_counters().await {
+            warn!(error = %e, "pool status");
+            ctx.counters_changed();
+            tokio::select! {
+                () = tokio::time::sleep(POOL_STATUS_RETRY) => {}
+                () = &mut stop => return,
+            }
+        }
+    }
+}
+
 /// Rebuilds the allocator from every Service's current ingress (a fresh list), before any
 /// reconcile: MetalLB's restart order, every valid carried allocation kept.
 async fn rebuild(ctx: &Ctx) -> Result<(), ReconcileError> {
@@ -327,21 +510,6 @@ async fn rebuild(ctx: &Ctx) -> Result<(), ReconcileError> {
         Some(pools) => Some(ctx.rebuilt(pools).await?),
         None => None,
     };
-    for p in ctx.pools.state() {
-        let name = p.name_any();
-        if let Some(s) = &p.status {
-            let read = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok()).unwrap_or(u64::MAX);
-            st.counters.insert(
-                name,
-                PoolCounters {
-                    assigned_ipv4: read(s.assigned_ipv4),
-                    assigned_ipv6: read(s.assigned_ipv6),
-                    available_ipv4: read(s.available_ipv4),
-                    available_ipv6: read(s.available_ipv6),
-                },
-            );
-        }
-    }
     Ok(())
 }
 
@@ -396,6 +564,37 @@ async fn watch_deletions(
             Err(e) => warn!(error = %e, "service deletion watch"),
         }
     }
+}
+
+/// How long `lease` still vouches for `identity` holding it, `None` if it does not: until
+/// `grace_seconds` before it runs out, by the renewal time it shows.
+///
+/// Why that is safe: the renewal time is stamped by the holder's own clock when it renews
+/// (the lease manager writes `now`), and a successor takes over only once the whole duration
+/// has passed since, by its clock. The lease manager renews `grace` before the end, the
+/// margin it allows for clocks that differ; trusting the Lease up to that same moment needs
+/// no other assumption. A copy older than the truth only shows an earlier renewal, so a
+/// lagging watch errs on the side of reading the Lease.
+fn vouched_for(
+    lease: &Lease,
+    identity: &str,
+    grace_seconds: u64,
+    now: Timestamp,
+) -> Option<Duration> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    let renewed = spec.renew_time.as_ref()?.0;
+    let trusted_s = i64::from(spec.lease_duration_seconds?) - i64::try_from(grace_seconds).ok()?;
+    if trusted_s <= 0 {
+        return None;
+    }
+    let left_ms = renewed.as_millisecond() + trusted_s * 1000 - now.as_millisecond();
+    u64::try_from(left_ms)
+        .ok()
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis)
 }
 
 /// MetalLB's allocation key (`Allocator.AllocationKey`): backend key then sharing key, empty
@@ -500,9 +699,7 @@ impl Ctx {
         if let Some(old) = alloc.release(key) {
             info!(service = key, ips = ?old.ips, "service deleted, IPs released");
             let _ = self.reprocess.send(());
-            if let Err(e) = self.write_counters(&mut st).await {
-                warn!(error = %e, "pool status");
-            }
+            self.counters_changed();
         }
     }
 
@@ -529,77 +726,109 @@ impl Ctx {
         }
     }
 
-    /// Writes the counters of every pool whose status differs from what was last written.
-    async fn write_counters(&self, st: &mut State) -> Result<(), ReconcileError> {
-        let Some(alloc) = st.alloc.as_ref() else {
-            return Ok(());
+    /// Asks [`write_pool_statuses`] to bring the pools' statuses in line with the allocator.
+    fn counters_changed(&self) {
+        self.counters_changed.notify_one();
+    }
+
+    /// Writes the counters of every pool whose status shows other counters, once per change:
+    /// a pool this leader wrote is not written again for the same counters while the cache
+    /// still shows the status before that write ([`PoolStatusWrites`]).
+    async fn write_counters(&self) -> Result<(), ReconcileError> {
+        let wanted: Vec<(String, PoolCounters)> = {
+            let st = self.state.lock().await;
+            let Some(alloc) = st.alloc.as_ref() else {
+                return Ok(());
+            };
+            self.pool_writes().keep_only(alloc.pools());
+            alloc
+                .pools()
+                .iter()
+                .filter_map(|p| Some((p.name().to_string(), alloc.counters(p.name())?)))
+                .collect()
         };
         let api: Api<IPAddressPool> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
-        let mut written = Vec::new();
-        for pool in alloc.pools().iter() {
-            let Some(c) = alloc.counters(pool.name()) else {
+        for (name, c) in wanted {
+            // Gone from the cache: deleted, and the next refresh drops it from the allocator.
+            let Some(cached) = self
+                .pools
+                .get(&reflector::ObjectRef::new(&name).within(&self.cfg.namespace))
+            else {
                 continue;
             };
-            // MetalLB compares with the pool's status as stored; so do we (the cache may lag
-            // our own last write, which then costs one identical write).
-            let stored = self
-                .pools
-                .get(&reflector::ObjectRef::new(pool.name()).within(&self.cfg.namespace))
-                .map(|p| p.status.clone().unwrap_or_default());
-            if st.counters.get(pool.name()) == Some(&c)
-                && stored.as_ref() == Some(&pools::status(c))
-            {
+            if self.pool_writes().up_to_date(&cached, c) {
                 continue;
             }
             let patch = serde_json::json!({ "status": pools::status(c) });
             match api
                 .patch_status(
-                    pool.name(),
+                    &name,
                     &PatchParams::apply(FIELD_MANAGER),
                     &Patch::Merge(&patch),
                 )
                 .await
             {
-                Ok(_) => written.push((pool.name().to_string(), c)),
+                Ok(stored) => self.pool_writes().wrote(&stored, c),
                 Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 Err(e) => return Err(failed("pool status")(e)),
             }
         }
-        st.counters.extend(written);
         Ok(())
+    }
+
+    fn pool_writes(&self) -> std::sync::MutexGuard<'_, PoolStatusWrites> {
+        self.pool_writes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Makes sure this replica still holds the Lease right before a Service write: the
     /// election reports a lost Lease only when it next syncs, so without this a replica cut
     /// off from renewing could still write while its successor allocates.
     ///
-    /// The Lease is read, and the answer reused until half its duration after the renewal it
-    /// shows: the renewal time was written by this replica's own clock, and a successor may
-    /// take over only once a whole duration has passed since it, by its clock; so reuse is
-    /// safe while the clocks differ by less than half a duration (the bound Kubernetes' own
-    /// leader election assumes too), and a reconcile costs no Lease read most of the time.
+    /// The Lease comes from a watch on it, which shows each renewal as it happens; it vouches
+    /// for this replica until [`vouched_for`] says. Only when the watched copy does not vouch
+    /// (the watch not yet listed, or lagging behind a renewal by the moment it takes to
+    /// arrive) is the Lease read, and that answer is used the same way. So a write reads no
+    /// Lease, and the Lease is requested only by its renewals.
     async fn check_leader(&self, st: &mut State) -> Result<(), ReconcileError> {
-        if st.leader_until.is_some_and(|t| Instant::now() < t) {
+        let now = Instant::now();
+        if st.leader_until.is_some_and(|t| now < t) {
             return Ok(());
         }
         st.leader_until = None;
+        let lease_ref = reflector::ObjectRef::new(&self.cfg.lease_name).within(&self.cfg.namespace);
+        if let Some(left) = self
+            .lease
+            .get(&lease_ref)
+            .and_then(|l| self.vouched_for(&l, Timestamp::now()))
+        {
+            st.leader_until = Some(now + left);
+            return Ok(());
+        }
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
         let lease = leases
             .get_opt(&self.cfg.lease_name)
             .await
             .map_err(failed("read lease"))?;
-        let spec = lease.and_then(|l| l.spec).unwrap_or_default();
-        if spec.holder_identity.as_deref() != Some(self.cfg.identity.as_str()) {
+        let Some(lease) = lease else {
+            return Err(ReconcileError::NotLeader);
+        };
+        let holder = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref());
+        if holder != Some(self.cfg.identity.as_str()) {
             return Err(ReconcileError::NotLeader);
         }
-        if let (Some(renewed), Some(seconds)) = (&spec.renew_time, spec.lease_duration_seconds) {
-            let until_ms = renewed.0.as_millisecond() + i64::from(seconds) * 500;
-            let left_ms = until_ms - k8s_openapi::jiff::Timestamp::now().as_millisecond();
-            if let Ok(left) = u64::try_from(left_ms) {
-                st.leader_until = Some(Instant::now() + Duration::from_millis(left));
-            }
+        if let Some(left) = self.vouched_for(&lease, Timestamp::now()) {
+            st.leader_until = Some(Instant::now() + left);
         }
         Ok(())
+    }
+
+    fn vouched_for(&self, lease: &Lease, now: Timestamp) -> Option<Duration> {
+        vouched_for(lease, &self.cfg.identity, self.cfg.grace_seconds, now)
     }
 
     async fn publish(&self, svc: &Service, ev: &ServiceEvent) {
@@ -626,8 +855,14 @@ impl Ctx {
         }
     }
 
-    /// The Service to converge: `cached`, unless this leader's last write to it is not in the
-    /// cache yet; then a fresh read (`None`: it is gone).
+    /// The Service to converge: `cached`, unless it does not show this leader's last write to
+    /// it (the cache has not caught up); then a fresh read (`None`: it is gone).
+    ///
+    /// A cached Service at another version than the write that shows what was written is
+    /// used as it is: either it is newer (someone changed something else since), or it is an
+    /// older one carrying the same status, which converges to no write; and any write made
+    /// from a stale copy fails its resourceVersion precondition. So a Service changed by
+    /// others after a write costs no read.
     async fn current(
         &self,
         st: &mut State,
@@ -635,7 +870,10 @@ impl Ctx {
     ) -> Result<Option<Service>, ReconcileError> {
         let key = service::key(cached);
         match st.written.get(&key) {
-            Some(rv) if cached.metadata.resource_version.as_deref() != Some(rv.as_str()) => {}
+            Some(w)
+                if cached.metadata.resource_version.as_deref()
+                    != Some(w.resource_version.as_str())
+                    && !w.shown_by(cached) => {}
             _ => return Ok(Some(cached.clone())),
         }
         let ns = cached.metadata.namespace.clone().unwrap_or_default();
@@ -670,7 +908,7 @@ impl Ctx {
             // Gone: as the deletion watch would (it may not have seen it yet).
             let released = st.alloc.as_mut().and_then(|a| a.release(&key)).is_some();
             if released {
-                self.write_counters(st).await?;
+                self.counters_changed();
             }
             return Ok(Reconciled {
                 reprocess: released,
@@ -722,6 +960,14 @@ impl Ctx {
         };
         // A changed sharing or backend key may let others share, or stop them.
         let mut reprocess = allocation_key(alloc, &key) != key_before;
+        // Counted as the allocator holds it, written or not (as MetalLB counts).
+        let held: &[IpAddr] = alloc
+            .allocation(&key)
+            .map(|a| a.ips.as_slice())
+            .unwrap_or_default();
+        if held != before.as_slice() {
+            self.counters_changed();
+        }
         let desired = service::with_allocation(&svc, &ips, pool.as_deref());
         if service::differs(&svc, &desired) {
             // IPs given up that are still in a pool may be what a waiting Service needs.
@@ -747,7 +993,7 @@ impl Ctx {
                     if let Some(alloc) = st.alloc.as_mut() {
                         alloc.release(&key);
                     }
-                    self.write_counters(st).await?;
+                    self.counters_changed();
                     return Ok(Reconciled {
                         reprocess: true,
                         ..Reconciled::nothing()
@@ -755,12 +1001,16 @@ impl Ctx {
                 }
                 Err(e) => return Err(failed("update service status")(e)),
             };
-            if let Some(rv) = stored.metadata.resource_version {
-                st.written.insert(key.clone(), rv);
+            if let Some(resource_version) = stored.metadata.resource_version {
+                let written = WrittenService {
+                    resource_version,
+                    ips: ips.clone(),
+                    pool: pool.clone().filter(|_| !ips.is_empty()),
+                };
+                st.written.insert(key.clone(), written);
             }
             info!(service = %key, ips = ?ips, pool = ?pool, "service status updated");
         }
-        self.write_counters(st).await?;
         Ok(Reconciled {
             service: Some(svc),
             events: evs,
@@ -806,10 +1056,7 @@ impl Ctx {
             }
         }
         // A new pool gets its status even when no Service is reconciled.
-        if let Err(e) = self.write_counters(&mut st).await {
-            warn!(error = %e, "pool status");
-            again = true;
-        }
+        self.counters_changed();
         drop(st);
         for r in &done {
             self.publish_all(r).await;
@@ -842,4 +1089,87 @@ fn error_policy(obj: Arc<Service>, err: &ReconcileError, _ctx: Arc<Ctx>) -> Acti
     }
     warn!(service = %service::key(&obj), error = %err, "reconcile failed");
     Action::requeue(Duration::from_secs(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: &str, renewed: &str, seconds: i32) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "l", "namespace": "n"},
+            "spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": seconds},
+        }))
+        .unwrap()
+    }
+
+    fn at(t: &str) -> Timestamp {
+        t.parse().unwrap()
+    }
+
+    #[test]
+    fn a_lease_vouches_until_the_lease_manager_would_renew_it() {
+        let l = lease("me", "2026-12-03T08:00:00.000000Z", 15);
+        // Renewed with 5 s of grace: trusted for 10 s after the renewal, not beyond.
+        let left = |now| vouched_for(&l, "me", 5, at(now));
+        assert_eq!(left("2026-12-03T08:00:00Z"), Some(Duration::from_secs(10)));
+        assert_eq!(
+            left("2026-12-03T08:00:09.5Z"),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(left("2026-12-03T08:00:10Z"), None);
+        assert_eq!(left("2026-12-03T08:00:30Z"), None);
+        // Someone else's, or no renewal time: never.
+        assert_eq!(
+            vouched_for(&l, "other", 5, at("2026-12-03T08:00:01Z")),
+            None
+        );
+        let mut no_time = l.clone();
+        no_time.spec.as_mut().unwrap().renew_time = None;
+        assert_eq!(
+            vouched_for(&no_time, "me", 5, at("2026-12-03T08:00:01Z")),
+            None
+        );
+        // A grace as long as the Lease leaves nothing to trust.
+        assert_eq!(vouched_for(&l, "me", 15, at("2026-12-03T07:59:59Z")), None);
+    }
+
+    fn pool(uid: &str, rv: &str, assigned: i64) -> IPAddressPool {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "n", "uid": uid, "resourceVersion": rv},
+            "spec": {"addresses": ["198.18.0.0/30"]},
+            "status": {"assignedIPv4": assigned, "assignedIPv6": 0,
+                       "availableIPv4": 4 - assigned, "availableIPv6": 0},
+        }))
+        .unwrap()
+    }
+
+    fn counters(assigned: u64) -> PoolCounters {
+        PoolCounters {
+            assigned_ipv4: assigned,
+            available_ipv4: 4 - assigned,
+            ..PoolCounters::default()
+        }
+    }
+
+    #[test]
+    fn a_pool_status_is_written_once_per_change_and_again_after_someone_elses() {
+        let mut w = PoolStatusWrites::default();
+        // The cache shows the counters: nothing to write.
+        assert!(w.up_to_date(&pool("u", "1", 0), counters(0)));
+        // They change: write; once written, the lagging cache (still 0) is no reason to write.
+        assert!(!w.up_to_date(&pool("u", "1", 0), counters(1)));
+        w.wrote(&pool("u", "2", 1), counters(1));
+        assert!(w.up_to_date(&pool("u", "1", 0), counters(1)));
+        // Two writes in a row, the watch behind both: older versions are not someone else's.
+        w.wrote(&pool("u", "3", 2), counters(2));
+        assert!(!w.observed(&pool("u", "2", 1)));
+        assert!(!w.observed(&pool("u", "3", 2)));
+        // After our write was seen, a different status is someone else's: write again.
+        assert!(w.observed(&pool("u", "4", 0)));
+        assert!(!w.up_to_date(&pool("u", "4", 0), counters(2)));
+        // A pool made again under the same name is another pool.
+        w.wrote(&pool("u", "5", 2), counters(2));
+        assert!(!w.up_to_date(&pool("v", "6", 0), counters(2)));
+    }
 }

@@ -81,6 +81,7 @@ pub async fn run(
         lb_class: settings.lb_class.clone(),
         identity: settings.identity.clone(),
         lease_name: settings.lease_name.clone(),
+        grace_seconds: settings.grace_seconds,
     };
     loop {
         tokio::select! {

@@ -1,10 +1,13 @@
-//! The rotation over kube-rs: reflectors on the memberlist Secret and the speakers'
-//! acknowledgement Leases, [`plan`] once a second, and the keyring written back.
+//! The rotation over kube-rs: reflectors on the memberlist Secret, the speakers'
+//! acknowledgement Leases and the election Lease, [`plan`] once a second, and the keyring
+//! written back.
 //!
 //! - No local state: every look starts from the Secret and the Leases as cached, so a new
 //!   controller (or a new leader) resumes where the Secret says the rotation stands.
 //! - Only the leader writes: before each write (and each pause event) the controller's
-//!   election Lease is read, and this replica must hold it, unexpired.
+//!   election Lease is read, and this replica must hold it, unexpired. A replica the watched
+//!   election Lease names as not the holder reads nothing (so a follower, or a leader whose
+//!   pause is announced already, asks the API server nothing once a second).
 //! - Every write is an update carrying the resourceVersion the decision was made on, so a
 //!   Secret changed meanwhile (another replica, a person) fails with a conflict and the next
 //!   look decides again. `secretkey` and the keyring change in that one update.
@@ -70,6 +73,10 @@ pub async fn run(
         leases.clone(),
         watcher::Config::default().labels(&format!("{}={}", key_ack::LABEL.0, key_ack::LABEL.1)),
     );
+    let election = reflect(
+        leases.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={}", settings.lease_name)),
+    );
     let recorder = Recorder::new(
         client,
         Reporter {
@@ -81,6 +88,7 @@ pub async fn run(
         settings,
         secrets,
         leases,
+        election,
         recorder,
         metrics,
         announced_pause: None,
@@ -141,6 +149,9 @@ struct Rotation {
     settings: RotationSettings,
     secrets: Api<Secret>,
     leases: Api<Lease>,
+    /// The election Lease, watched: a replica it names as someone else's is not leading,
+    /// and asks nothing.
+    election: Store<Lease>,
     recorder: Recorder,
     metrics: SharedMetrics,
     /// The pause last reported in an event (so each pause is announced once).
@@ -192,6 +203,10 @@ impl Rotation {
                 self.announced_pause = None;
             }
             Decision::Paused(reason) => {
+                // Announced already: nothing to write, so no need to ask who leads.
+                if self.announced_pause.as_ref() == Some(&reason) {
+                    return;
+                }
                 if !self.leading(now).await {
                     return;
                 }
@@ -219,8 +234,23 @@ impl Rotation {
         }
     }
 
-    /// Whether this replica holds the election Lease now.
+    /// Whether this replica holds the election Lease now: read afresh before a write, unless
+    /// the watched copy names another holder (a follower then asks nothing every look).
     async fn leading(&self, now: Duration) -> bool {
+        let watched = self
+            .election
+            .state()
+            .into_iter()
+            .find(|l| l.metadata.name.as_deref() == Some(self.settings.lease_name.as_str()));
+        if let Some(lease) = watched {
+            let holder = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.as_deref());
+            if holder != Some(self.settings.identity.as_str()) {
+                return false;
+            }
+        }
         let lease = match self.leases.get_opt(&self.settings.lease_name).await {
             Ok(Some(l)) => l,
             Ok(None) => return false,

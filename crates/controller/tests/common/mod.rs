@@ -9,12 +9,13 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use std::future::Future;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use vigil_controller::{RunError, Settings};
 use vigil_kubelab::{
-    ControlPlane, ControlPlaneConfig, KubeLab, LabRuntime, apply_crds, ensure_namespace,
+    ControlPlane, ControlPlaneConfig, KubeLab, LabRuntime, StaticToken, apply_crds,
+    ensure_namespace,
 };
 
 /// The controller's namespace in every test.
@@ -24,7 +25,28 @@ pub const SOON: Duration = Duration::from_secs(30);
 
 /// A lab with the IPAddressPool CRD installed and namespace [`NS`], or `None` to skip.
 pub fn lab(tag: &str, test: &str) -> Option<KubeLab> {
-    let lab = KubeLab::start(tag, test, ControlPlaneConfig::default())?;
+    lab_with(tag, test, ControlPlaneConfig::default())
+}
+
+/// [`lab`] whose API server keeps an audit log and accepts the controller's own token
+/// ([`controller_kube_config`]), so a test can count what the controller asks.
+pub fn audited_lab(tag: &str, test: &str) -> Option<(KubeLab, AuditLog)> {
+    let audit = AuditLog::new(tag);
+    let config = ControlPlaneConfig {
+        tokens: vec![StaticToken {
+            token: CONTROLLER_TOKEN.into(),
+            user: CONTROLLER_USER.into(),
+            uid: CONTROLLER_USER.into(),
+            groups: vec!["system:masters".into()],
+        }],
+        apiserver_args: audit.apiserver_args(),
+        ..ControlPlaneConfig::default()
+    };
+    Some((lab_with(tag, test, config)?, audit))
+}
+
+fn lab_with(tag: &str, test: &str, config: ControlPlaneConfig) -> Option<KubeLab> {
+    let lab = KubeLab::start(tag, test, config)?;
     let crd = vigil_kubelab::metallb::metallb_module_dir()
         .unwrap_or_else(|e| panic!("{test}: {e}"))
         .join("config/crd/bases/metallb.io_ipaddresspools.yaml");
@@ -34,6 +56,102 @@ pub fn lab(tag: &str, test: &str) -> Option<KubeLab> {
         ensure_namespace(&client, NS).await.unwrap();
     });
     Some(lab)
+}
+
+/// The user the controller runs as in an [`audited_lab`].
+pub const CONTROLLER_USER: &str = "vigil-test:controller";
+const CONTROLLER_TOKEN: &str = "vigil-test-controller-token";
+
+/// The admin's kube configuration with the controller's own token instead (its requests
+/// then carry [`CONTROLLER_USER`] in the audit log).
+pub fn controller_kube_config(cp: &ControlPlane) -> kube::Config {
+    let mut config = cp.kube_config().unwrap().clone();
+    config.auth_info = serde_json::from_value(serde_json::json!({ "token": CONTROLLER_TOKEN }))
+        .expect("token credentials");
+    config
+}
+
+/// kube-apiserver's audit log: the metadata of every request, once, when it is received.
+pub struct AuditLog {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+/// One request as the audit log has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audited {
+    pub user: String,
+    pub verb: String,
+    /// `resource` or `resource/subresource`.
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl AuditLog {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "vigil-controller-audit-{tag}-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
+            omitStages: [ResponseStarted, ResponseComplete, Panic]\n\
+            rules:\n  - level: Metadata\n";
+        std::fs::write(dir.join("policy.yaml"), policy).unwrap();
+        let path = dir.join("audit.log");
+        Self { dir, path }
+    }
+
+    fn apiserver_args(&self) -> Vec<String> {
+        vec![
+            format!(
+                "--audit-policy-file={}",
+                self.dir.join("policy.yaml").display()
+            ),
+            format!("--audit-log-path={}", self.path.display()),
+            "--audit-log-format=json".into(),
+            "--audit-log-maxbackup=0".into(),
+            "--audit-log-maxsize=0".into(),
+        ]
+    }
+
+    /// Where the log ends now: [`Self::since`] reads from there.
+    pub fn mark(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
+    }
+
+    /// Every request logged after `mark` (lines that do not parse are skipped).
+    pub fn since(&self, mark: u64) -> Vec<Audited> {
+        let text = std::fs::read(&self.path).unwrap_or_default();
+        let from = usize::try_from(mark).unwrap().min(text.len());
+        String::from_utf8_lossy(&text[from..])
+            .lines()
+            .filter_map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line).ok()?;
+                let field = |p: &str| v.pointer(p).and_then(|x| x.as_str()).unwrap_or_default();
+                let sub = field("/objectRef/subresource");
+                let resource = if sub.is_empty() {
+                    field("/objectRef/resource").to_string()
+                } else {
+                    format!("{}/{sub}", field("/objectRef/resource"))
+                };
+                Some(Audited {
+                    user: field("/user/username").into(),
+                    verb: field("/verb").into(),
+                    resource,
+                    namespace: field("/objectRef/namespace").into(),
+                    name: field("/objectRef/name").into(),
+                })
+            })
+            .collect()
+    }
+}
+
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Settings for a replica called `identity`, with a short Lease.
@@ -58,15 +176,20 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts `vigil_controller::run` with `settings` against the lab's API server.
+    /// Starts `vigil_controller::run` with `settings` against the lab's API server, as the
+    /// admin.
     pub fn start(cp: &ControlPlane, settings: Settings) -> Self {
+        Self::start_with(cp, settings, cp.kube_config().unwrap().clone())
+    }
+
+    /// [`Self::start`] with the client made from `config`.
+    pub fn start_with(cp: &ControlPlane, settings: Settings, config: kube::Config) -> Self {
         // RUST_LOG=vigil_controller=debug shows the controller's log in a failing test.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
         let runtime = LabRuntime::new(cp.ns()).unwrap();
-        let config = cp.kube_config().unwrap().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         // The client must be made on the replica's runtime (it spawns its worker there);
         // the JoinHandle is the output, not something to await here.
