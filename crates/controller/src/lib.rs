@@ -3,7 +3,7 @@
 //! `coordination.k8s.io/v1` Lease and the memberlist Secret created when missing.
 //!
 //! It reads what MetalLB's controller reads and writes what it writes (v0.16.2): the
-//! IPAddressPools of its namespace (`metallb.io/v1beta1`, types from `vigil_k8s::crd`),
+//! IPAddressPools of its namespace (`metallb.io/v1beta1`, types from `vigil_metallb::crd`),
 //! Namespaces (for `namespaceSelectors`) and Services (`metallb.io/address-pool`,
 //! `metallb.io/loadBalancerIPs`, `spec.loadBalancerIP`, `metallb.io/allow-shared-ip`, the
 //! deprecated `metallb.universe.tf/` prefix, `spec.loadBalancerClass` against `--lb-class`,
@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod core;
 pub mod engine;
 pub mod events;
 pub mod leader;

@@ -1,0 +1,687 @@
+//! The allocator as a sans-IO core: one owner of the `lb::pool::Allocator`, of what it has
+//! asked to be written, and of the pool configuration it works with. Watch events and write
+//! results go in; writes (Service status, pool status, events) come out of
+//! [`AllocatorCore::poll_write`]. No clock, no client, no task: the driver
+//! ([`crate::driver`]) feeds it and carries its writes out.
+//!
+//! Why its decisions are those of MetalLB's controller run one Service at a time:
+//! - Every convergence happens here, in input order, on the Service as this core last knows
+//!   it. A Service whose status write is still waiting or under way is converged on the
+//!   status that write will leave ([`Tracked::target`]), as if it had already landed; so the
+//!   writes may be carried out concurrently and late without changing a decision.
+//! - At most one write per Service is out at a time; a newer wanted status waits for it and
+//!   replaces what was waiting. Every write carries the resourceVersion of the Service it
+//!   was made from, so a Service changed meanwhile fails with a conflict, and the newer
+//!   version the watch then delivers is converged again.
+//! - A successful write's result is what this core keeps as the Service until the watch
+//!   delivers that same version; what the watch delivers before it is older (a watch gives
+//!   one object's versions in order) and ignored, so a lagging watch never converges a
+//!   Service on a status older than this core's own write.
+//! - An IP the allocator handed out stays held until the Service is converged again or
+//!   deleted, so a failed write never frees it for anyone else.
+//!
+//! When every Service is looked at again is MetalLB's (`controller/main.go:SetBalancer`,
+//! `service_controller_reload.go:reprocessAll`): after a pool configuration change
+//! ([`config::ConfigView`]), after an allocated Service is deleted, after a Service's
+//! allocation key (backend key and sharing key) changes, and after a Service loses its IPs
+//! while they are still in a pool. A pass goes through every Service in MetalLB's order,
+//! those carrying more IPs first (ties by namespace and name, where MetalLB takes its cache's
+//! map order), and passes again while any Service in it asks for another.
+//!
+//! At start (and when the pools first form a valid configuration) the allocator is rebuilt
+//! from every Service's current ingress in MetalLB's restart order, so a new leader keeps
+//! every allocation, and then every Service is passed over once.
+
+mod config;
+mod pool_status;
+#[cfg(test)]
+mod tests;
+
+use crate::events::{self, ServiceEvent};
+use crate::service;
+use config::ConfigView;
+use k8s_openapi::api::core::v1::Service;
+use pool_status::PoolStatusWrites;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+use vigil_lb::pool::{Allocator, Labels, PoolCounters, RequestError, deprecated_annotations};
+use vigil_metallb::crd::IPAddressPool;
+
+/// Passes in a row before a reprocessing stops until the next trigger (MetalLB backs off
+/// exponentially instead; a pass that keeps asking for another is a bug either way).
+pub const MAX_PASSES: usize = 8;
+
+/// A write the core asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Replace the Service's status (and its `metallb.io/ip-allocated-from-pool`
+    /// annotation) with this object, on the condition that its resourceVersion is current.
+    /// Answer with [`AllocatorCore::handle_written`] and [`WriteId::Service`].
+    ServiceStatus(Box<Service>),
+    /// Merge these counters into the pool's status. Answer with
+    /// [`AllocatorCore::handle_written`] and [`WriteId::Pool`].
+    PoolStatus {
+        /// The pool.
+        name: String,
+        /// Its counters as the allocator holds them.
+        counters: PoolCounters,
+    },
+    /// Publish an event on the Service (no answer wanted).
+    Event {
+        /// The Service, as last known.
+        service: Arc<Service>,
+        /// The event.
+        event: ServiceEvent,
+    },
+}
+
+impl Write {
+    /// What a result of this write is about; `None` for an event.
+    pub fn id(&self) -> Option<WriteId> {
+        match self {
+            Self::ServiceStatus(svc) => Some(WriteId::Service(service::key(svc))),
+            Self::PoolStatus { name, .. } => Some(WriteId::Pool(name.clone())),
+            Self::Event { .. } => None,
+        }
+    }
+}
+
+/// The object a write went to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WriteId {
+    /// A Service, `namespace/name`.
+    Service(String),
+    /// An IPAddressPool, by name.
+    Pool(String),
+}
+
+/// How a write ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteResult {
+    /// Stored; the object is now at this version.
+    Written {
+        /// The version the write produced.
+        resource_version: Option<String>,
+        /// The object written.
+        uid: Option<String>,
+    },
+    /// The object changed since the version the write was made from.
+    Conflict,
+    /// The object is gone.
+    Gone,
+    /// Anything else (the driver tries again later through [`AllocatorCore::retry`]).
+    Failed,
+}
+
+/// The status this core wants a Service to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    ips: Vec<IpAddr>,
+    pool: Option<String>,
+}
+
+/// A Service as this core knows it.
+#[derive(Debug)]
+struct Tracked {
+    /// The Service as last delivered by the watch, or as this core's last write left it.
+    svc: Arc<Service>,
+    /// The status wanted while a write of it is waiting or under way (`None`: the Service
+    /// shows what is wanted).
+    target: Option<Target>,
+    /// The object of the write under way.
+    in_flight: Option<Service>,
+    /// The version this core's last write produced, until the watch delivers it.
+    unechoed: Option<String>,
+    /// Events about a decision whose write is waiting or under way: published once it ends.
+    held_events: Vec<ServiceEvent>,
+}
+
+impl Tracked {
+    fn new(svc: Arc<Service>) -> Self {
+        Self {
+            svc,
+            target: None,
+            in_flight: None,
+            unechoed: None,
+            held_events: Vec::new(),
+        }
+    }
+
+    /// The IPs the Service shows once the wanted status is written.
+    fn ingress(&self) -> Vec<IpAddr> {
+        match &self.target {
+            Some(t) => t.ips.clone(),
+            None => service::ingress_ips(&self.svc),
+        }
+    }
+}
+
+/// The Service as `target` wants it written; `None` if it shows that already.
+fn wanted(svc: &Service, target: &Target) -> Option<Service> {
+    let desired = service::with_allocation(svc, &target.ips, target.pool.as_deref());
+    service::differs(svc, &desired).then_some(desired)
+}
+
+/// The allocator core.
+#[derive(Debug)]
+pub struct AllocatorCore {
+    lb_class: Option<String>,
+    services: BTreeMap<String, Tracked>,
+    pool_objects: Vec<IPAddressPool>,
+    namespaces: BTreeMap<String, Labels>,
+    /// The last valid configuration.
+    view: Option<ConfigView>,
+    /// `None` until the Services are listed and the pools form a valid configuration: then
+    /// nothing is touched (MetalLB's controller waits the same way).
+    alloc: Option<Allocator>,
+    services_listed: bool,
+    pool_writes: PoolStatusWrites,
+    /// Pool status writes to hand out.
+    pool_queue: VecDeque<(String, PoolCounters)>,
+    /// Pools whose status write is under way, with the counters written.
+    pools_in_flight: BTreeMap<String, PoolCounters>,
+    /// The counters may differ from some pool's status.
+    pools_dirty: bool,
+    /// Services whose wanted status may need a write.
+    write_queue: VecDeque<String>,
+    queued: BTreeSet<String>,
+    events: VecDeque<(Arc<Service>, ServiceEvent)>,
+}
+
+impl AllocatorCore {
+    /// A core for the Services of `lb_class` (`None`: Services without a class).
+    pub fn new(lb_class: Option<String>) -> Self {
+        Self {
+            lb_class,
+            services: BTreeMap::new(),
+            pool_objects: Vec::new(),
+            namespaces: BTreeMap::new(),
+            view: None,
+            alloc: None,
+            services_listed: false,
+            pool_writes: PoolStatusWrites::default(),
+            pool_queue: VecDeque::new(),
+            pools_in_flight: BTreeMap::new(),
+            pools_dirty: false,
+            write_queue: VecDeque::new(),
+            queued: BTreeSet::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The IPs the allocator holds for `key`.
+    pub fn allocation(&self, key: &str) -> Option<&[IpAddr]> {
+        Some(self.alloc.as_ref()?.allocation(key)?.ips.as_slice())
+    }
+
+    /// Whether the allocator works (the Services listed, the pools valid once).
+    pub fn is_allocating(&self) -> bool {
+        self.alloc.is_some()
+    }
+
+    /// Every Service, as a (re)list delivered them. The first list starts the allocator; a
+    /// later one replaces what the watch said: a Service missing from it is deleted, and
+    /// every Service is passed over once.
+    pub fn handle_services_listed(&mut self, list: impl IntoIterator<Item = Arc<Service>>) {
+        let mut listed = BTreeMap::new();
+        for svc in list {
+            listed.insert(service::key(&svc), svc);
+        }
+        let gone: Vec<String> = self
+            .services
+            .keys()
+            .filter(|k| !listed.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.forget(&key);
+        }
+        for (key, svc) in listed {
+            let t = self
+                .services
+                .entry(key)
+                .or_insert_with(|| Tracked::new(Arc::clone(&svc)));
+            // A list is read after the writes it may lag behind were answered only in
+            // rare races; the resourceVersion precondition catches those.
+            t.svc = svc;
+            t.unechoed = None;
+        }
+        let first = !self.services_listed;
+        self.services_listed = true;
+        if first {
+            self.start();
+        } else {
+            self.reprocess();
+        }
+    }
+
+    /// A Service added or changed.
+    pub fn handle_service(&mut self, svc: Arc<Service>) {
+        let key = service::key(&svc);
+        match self.services.get_mut(&key) {
+            Some(t) => {
+                if let Some(rv) = &t.unechoed {
+                    if svc.metadata.resource_version.as_ref() != Some(rv) {
+                        // Older than this core's last write to it.
+                        return;
+                    }
+                    t.unechoed = None;
+                }
+                t.svc = svc;
+            }
+            None => {
+                self.services.insert(key.clone(), Tracked::new(svc));
+            }
+        }
+        if self.converge(&key) {
+            self.reprocess();
+        }
+    }
+
+    /// A Service deleted (its last state's `uid`): its IPs go back, and if it held any,
+    /// every Service is looked at again.
+    pub fn handle_service_deleted(&mut self, key: &str, uid: Option<&str>) {
+        let other = self.services.get(key).is_some_and(|t| {
+            let known = t.svc.metadata.uid.as_deref();
+            known.is_some() && uid.is_some() && known != uid
+        });
+        if other {
+            return;
+        }
+        if self.forget(key) {
+            self.reprocess();
+        }
+    }
+
+    /// The pools and namespaces as cached now (every pool of the namespace; every namespace
+    /// by name with its labels). A change of the configuration they form reprocesses every
+    /// Service; a status someone else wrote over this leader's is written again.
+    pub fn handle_config(
+        &mut self,
+        pools: impl IntoIterator<Item = IPAddressPool>,
+        namespaces: BTreeMap<String, Labels>,
+    ) {
+        self.pool_objects = pools.into_iter().collect();
+        self.namespaces = namespaces;
+        for p in &self.pool_objects {
+            self.pools_dirty |= self.pool_writes.observed(p);
+        }
+        let view = match ConfigView::read(&self.pool_objects, &self.namespaces) {
+            Ok(v) => v,
+            // Invalid: keep working with the last valid configuration.
+            Err(e) => {
+                tracing::warn!(error = %e, "IPAddressPools are not valid; waiting for a valid configuration");
+                return;
+            }
+        };
+        if self.view.as_ref() == Some(&view) {
+            return;
+        }
+        let pools = view.pools.clone();
+        self.view = Some(view);
+        self.pool_writes.keep_only(&pools);
+        self.pools_dirty = true;
+        match self.alloc.as_mut() {
+            Some(alloc) => {
+                if alloc.pools() != &pools {
+                    let released = alloc.set_pools(pools);
+                    if !released.is_empty() {
+                        tracing::info!(services = ?released, "released: their IPs are in no pool any more");
+                    }
+                }
+                self.reprocess();
+            }
+            None => self.start(),
+        }
+    }
+
+    /// How the write to `id` ended.
+    pub fn handle_written(&mut self, id: &WriteId, result: WriteResult) {
+        match id {
+            WriteId::Service(key) => self.service_written(key, result),
+            WriteId::Pool(name) => {
+                let Some(counters) = self.pools_in_flight.remove(name) else {
+                    return;
+                };
+                if let WriteResult::Written {
+                    resource_version,
+                    uid,
+                } = result
+                {
+                    self.pool_writes
+                        .wrote(name, uid, resource_version, counters);
+                }
+                // Changes made meanwhile (or a failed write) are looked at again.
+                self.pools_dirty = true;
+            }
+        }
+    }
+
+    /// Tries a failed write to `id` again if it is still wanted.
+    pub fn retry(&mut self, id: &WriteId) {
+        match id {
+            WriteId::Service(key) => self.enqueue(key),
+            WriteId::Pool(_) => self.pools_dirty = true,
+        }
+    }
+
+    /// The next write to carry out. Service writes come first, then events, then pool
+    /// statuses.
+    pub fn poll_write(&mut self) -> Option<Write> {
+        while let Some(key) = self.write_queue.pop_front() {
+            self.queued.remove(&key);
+            let Some(t) = self.services.get_mut(&key) else {
+                continue;
+            };
+            if t.in_flight.is_some() {
+                // Asked for again when the write under way ends.
+                continue;
+            }
+            let Some(target) = &t.target else {
+                continue;
+            };
+            match wanted(&t.svc, target) {
+                Some(desired) => {
+                    t.in_flight = Some(desired.clone());
+                    return Some(Write::ServiceStatus(Box::new(desired)));
+                }
+                None => {
+                    t.target = None;
+                    let svc = Arc::clone(&t.svc);
+                    for ev in std::mem::take(&mut t.held_events) {
+                        self.events.push_back((Arc::clone(&svc), ev));
+                    }
+                }
+            }
+        }
+        if let Some((service, event)) = self.events.pop_front() {
+            return Some(Write::Event { service, event });
+        }
+        if self.pools_dirty {
+            self.pools_dirty = false;
+            self.queue_pool_statuses();
+        }
+        let (name, counters) = self.pool_queue.pop_front()?;
+        self.pools_in_flight.insert(name.clone(), counters);
+        Some(Write::PoolStatus { name, counters })
+    }
+
+    fn service_written(&mut self, key: &str, result: WriteResult) {
+        let Some(t) = self.services.get_mut(key) else {
+            return;
+        };
+        let Some(mut sent) = t.in_flight.take() else {
+            return;
+        };
+        let made_from = sent.metadata.resource_version.clone();
+        match result {
+            WriteResult::Written {
+                resource_version, ..
+            } => {
+                t.unechoed.clone_from(&resource_version);
+                sent.metadata.resource_version = resource_version;
+                t.svc = Arc::new(sent);
+                tracing::info!(service = %key, ips = ?service::ingress_ips(&t.svc), "service status updated");
+            }
+            WriteResult::Gone => {
+                if self.forget(key) {
+                    self.reprocess();
+                }
+                return;
+            }
+            // The watch brings the newer version (converged and written then), unless it has
+            // already; a failure is retried by the driver ([`Self::retry`]).
+            WriteResult::Conflict | WriteResult::Failed => {}
+        }
+        let svc = Arc::clone(&t.svc);
+        for ev in std::mem::take(&mut t.held_events) {
+            self.events.push_back((Arc::clone(&svc), ev));
+        }
+        // What is wanted now is written next (nothing if the Service shows it), from the
+        // version the write left or a newer one the watch delivered meanwhile; never again
+        // from the version that just failed.
+        if svc.metadata.resource_version != made_from {
+            self.enqueue(key);
+        }
+    }
+
+    /// Drops `key`'s Service; returns whether it held IPs (every Service is then looked at
+    /// again).
+    fn forget(&mut self, key: &str) -> bool {
+        self.services.remove(key);
+        let released = self.alloc.as_mut().and_then(|a| a.release(key));
+        if let Some(old) = &released {
+            tracing::info!(service = key, ips = ?old.ips, "service deleted, IPs released");
+            self.pools_dirty = true;
+        }
+        released.is_some()
+    }
+
+    fn enqueue(&mut self, key: &str) {
+        if self.queued.insert(key.to_string()) {
+            self.write_queue.push_back(key.to_string());
+        }
+    }
+
+    /// Rebuilds the allocator from what the Services carry, once they are listed and the
+    /// pools valid, then passes over every Service.
+    fn start(&mut self) {
+        if self.alloc.is_some() || !self.services_listed {
+            return;
+        }
+        let Some(view) = &self.view else {
+            return;
+        };
+        let carried: Vec<_> = self
+            .services
+            .values()
+            .map(|t| &t.svc)
+            .filter(|s| {
+                service::handled(s, self.lb_class.as_deref()) && service::is_load_balancer(s)
+            })
+            .filter_map(|s| {
+                let req = service::request(s, &self.namespace_labels(s)).ok()?;
+                Some((req, service::ingress_ips(s)))
+            })
+            .collect();
+        let n = carried.len();
+        let (alloc, _) = Allocator::rebuild(view.pools.clone(), carried);
+        tracing::info!(
+            services = n,
+            allocations = alloc.allocations().len(),
+            "allocations rebuilt"
+        );
+        self.alloc = Some(alloc);
+        self.pools_dirty = true;
+        self.reprocess();
+    }
+
+    fn namespace_labels(&self, svc: &Service) -> Labels {
+        let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
+        self.namespaces.get(ns).cloned().unwrap_or_default()
+    }
+
+    /// MetalLB's `reprocessAll`: every Service in MetalLB's order, again while one asks.
+    fn reprocess(&mut self) {
+        if self.alloc.is_none() {
+            return;
+        }
+        for _ in 0..MAX_PASSES {
+            let mut order: Vec<(usize, &str, &str, &String)> = self
+                .services
+                .iter()
+                .map(|(key, t)| {
+                    let m = &t.svc.metadata;
+                    (
+                        t.ingress().len(),
+                        m.namespace.as_deref().unwrap_or_default(),
+                        m.name.as_deref().unwrap_or_default(),
+                        key,
+                    )
+                })
+                .collect();
+            order.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| (a.1, a.2).cmp(&(b.1, b.2))));
+            let keys: Vec<String> = order.into_iter().map(|(.., k)| k.clone()).collect();
+            let mut again = false;
+            for key in keys {
+                again |= self.converge(&key);
+            }
+            if !again {
+                return;
+            }
+        }
+        tracing::warn!(
+            passes = MAX_PASSES,
+            "reprocessing still asks for another pass"
+        );
+    }
+
+    /// One Service brought in line with the allocator (MetalLB's `SetBalancer`). Returns
+    /// whether every Service should be looked at again.
+    fn converge(&mut self, key: &str) -> bool {
+        let Some(t) = self.services.get(key) else {
+            return false;
+        };
+        let svc = Arc::clone(&t.svc);
+        if !service::handled(&svc, self.lb_class.as_deref()) {
+            return false;
+        }
+        let labels = self.namespace_labels(&svc);
+        let ingress = t.ingress();
+        let Some(alloc) = self.alloc.as_mut() else {
+            return false;
+        };
+        let before: Vec<IpAddr> = alloc
+            .allocation(key)
+            .map(|a| a.ips.clone())
+            .unwrap_or_default();
+        let key_before = allocation_key(alloc, key);
+        let mut evs: Vec<ServiceEvent> = Vec::new();
+        let (ips, pool) = if !service::is_load_balancer(&svc) {
+            alloc.release(key);
+            (Vec::new(), None)
+        } else {
+            match service::request(&svc, &labels) {
+                Err(e) => {
+                    evs.extend(events::for_request_error(&e));
+                    if matches!(
+                        e,
+                        RequestError::NoClusterIps | RequestError::NotEnoughClusterIps
+                    ) {
+                        alloc.release(key);
+                        (Vec::new(), None)
+                    } else {
+                        // MetalLB stops here without touching the Service.
+                        self.publish(key, evs);
+                        return false;
+                    }
+                }
+                Ok(req) => {
+                    let conv = alloc.converge(&req, &ingress);
+                    evs.extend(events::for_convergence(key, &conv));
+                    (conv.ips, conv.pool)
+                }
+            }
+        };
+        // A changed sharing or backend key may let others share, or stop them.
+        let mut reprocess = allocation_key(alloc, key) != key_before;
+        // Counted as the allocator holds it, written or not (as MetalLB counts).
+        let held = alloc
+            .allocation(key)
+            .map(|a| a.ips.as_slice())
+            .unwrap_or_default();
+        self.pools_dirty |= held != before.as_slice();
+        let target = Target {
+            pool: pool.filter(|_| !ips.is_empty()),
+            ips,
+        };
+        let gave_up_pooled = !before.is_empty()
+            && target.ips.is_empty()
+            && alloc.pools().owner_of(&before).is_some();
+        let Some(t) = self.services.get_mut(key) else {
+            return reprocess;
+        };
+        let changed = match &t.target {
+            Some(old) => *old != target,
+            None => wanted(&t.svc, &target).is_some(),
+        };
+        if changed {
+            // IPs given up that are still in a pool may be what a waiting Service needs.
+            reprocess |= gave_up_pooled;
+            let annotations = svc.metadata.annotations.clone().unwrap_or_default();
+            evs.extend(
+                deprecated_annotations(&annotations)
+                    .into_iter()
+                    .map(events::deprecated),
+            );
+            t.target = Some(target);
+        }
+        // A wanted status not written yet (perhaps refused as made from an older version)
+        // is written from this version.
+        if t.target.is_some() {
+            self.enqueue(key);
+        }
+        self.publish(key, evs);
+        reprocess
+    }
+
+    /// Events about `key`: held while a write of its status waits or is under way (so they
+    /// follow the write, as MetalLB's do), published at once otherwise.
+    fn publish(&mut self, key: &str, evs: Vec<ServiceEvent>) {
+        let Some(t) = self.services.get_mut(key) else {
+            return;
+        };
+        if t.target.is_some() || t.in_flight.is_some() {
+            t.held_events.extend(evs);
+        } else {
+            for ev in evs {
+                self.events.push_back((Arc::clone(&t.svc), ev));
+            }
+        }
+    }
+
+    /// Queues a status write for every pool whose status shows other counters, once per
+    /// change (a pool with a write under way is looked at again when it ends).
+    fn queue_pool_statuses(&mut self) {
+        self.pool_queue.clear();
+        let Some(alloc) = &self.alloc else {
+            return;
+        };
+        for pool in alloc.pools().iter() {
+            let name = pool.name();
+            if self.pools_in_flight.contains_key(name) {
+                continue;
+            }
+            let Some(counters) = alloc.counters(name) else {
+                continue;
+            };
+            // Not cached: deleted, and the next configuration drops it from the allocator.
+            let Some(cached) = self
+                .pool_objects
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+            else {
+                continue;
+            };
+            if !self.pool_writes.up_to_date(cached, counters) {
+                self.pool_queue.push_back((name.to_string(), counters));
+            }
+        }
+    }
+}
+
+/// MetalLB's allocation key (`Allocator.AllocationKey`): backend key then sharing key, empty
+/// for a Service holding nothing.
+fn allocation_key(alloc: &Allocator, key: &str) -> String {
+    alloc
+        .allocation(key)
+        .map(|a| {
+            format!(
+                "{}{}",
+                a.backend_key,
+                a.sharing_key.as_deref().unwrap_or("")
+            )
+        })
+        .unwrap_or_default()
+}
