@@ -94,6 +94,7 @@ mod converge;
 mod error;
 mod request;
 mod selector;
+mod status;
 
 pub use addr::{Family, canonical};
 pub use allocator::{Allocation, Allocator, PoolCounters};
@@ -109,6 +110,7 @@ pub use request::{
     annotation, backend_key, deprecated_annotations, requested_ips,
 };
 pub use selector::{LabelSelector, Labels, Operator, Requirement, SelectorError};
+pub use status::StatusCounters;
 
 impl Allocator {
     /// Checks the allocator's own bookkeeping: every IP's holders are exactly the services
