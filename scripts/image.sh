@@ -33,7 +33,7 @@ start=$SECONDS
 CARGO_TARGET_DIR=$out/cargo \
   RUSTFLAGS='-C target-feature=+crt-static' \
   CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=symbols \
-  cargo build -q --release --locked -p vigil --bin vigil --target x86_64-unknown-linux-gnu
+  cargo build -q --release --locked -p vigil --bin vigil --no-default-features --target x86_64-unknown-linux-gnu
 bin=$out/cargo/x86_64-unknown-linux-gnu/release/vigil
 # A static-pie binary has neither an interpreter nor NEEDED entries (ldd says "statically
 # linked" and exits 0, so it cannot tell).

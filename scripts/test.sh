@@ -36,11 +36,11 @@ lint() {
   cargo clippy -q --workspace --all-targets -- -D warnings
 }
 
-# The protocol core (gossip, l2, lb and the speaker core) must stay sans-IO: no async runtime,
-# sockets or libc in its dependency tree.
+# The protocol core (gossip, l2, lb, MetalLB's model and the speaker core) must stay sans-IO: no
+# async runtime, sockets or libc in its dependency tree.
 pure_crates_have_no_io() {
   local bad=0
-  for c in vigil-gossip vigil-l2 vigil-lb vigil-speaker-core; do
+  for c in vigil-gossip vigil-l2 vigil-lb vigil-metallb vigil-speaker-core; do
     cargo metadata --format-version 1 --no-deps 2>/dev/null | grep -q "\"name\":\"$c\"" || continue
     local io
     io=$(cargo tree -q -p "$c" -e normal --prefix none | awk '{print $1}' | grep -xE 'tokio|mio|socket2|libc|nix' | sort -u | tr '\n' ' ')
@@ -49,6 +49,33 @@ pure_crates_have_no_io() {
       bad=1
     fi
   done
+  return $bad
+}
+
+# docs/ARCHITECTURE.md's dependency rule: no product crate depends on a lab or test-support crate,
+# and the controller links none of the speaker's I/O (speaker runner, announcer, gossip driver,
+# the speaker's Kubernetes half). The `vigil` binary is checked without its `lab` feature.
+dependency_rule_holds() {
+  local bad=0 c deps
+  local labs='vigil-netlab|vigil-kubelab|vigil-bench-k8s'
+  for c in vigil-gossip vigil-gossip-net vigil-l2 vigil-l2-net vigil-lb vigil-metallb \
+    vigil-speaker-core vigil-speaker vigil-observe vigil-standalone vigil-k8s vigil-controller; do
+    deps=$(cargo tree -q -p "$c" -e normal --prefix none | awk '{print $1}' | sort -u)
+    if grep -qxE "$labs" <<<"$deps"; then
+      echo "$c depends on a lab crate: $(grep -xE "$labs" <<<"$deps" | tr '\n' ' ')" >&2
+      bad=1
+    fi
+  done
+  deps=$(cargo tree -q -p vigil --no-default-features -e normal --prefix none | awk '{print $1}' | sort -u)
+  if grep -qxE "$labs" <<<"$deps"; then
+    echo "the vigil binary without --features lab depends on: $(grep -xE "$labs" <<<"$deps" | tr '\n' ' ')" >&2
+    bad=1
+  fi
+  deps=$(cargo tree -q -p vigil-controller -e normal --prefix none | awk '{print $1}' | sort -u)
+  if grep -qxE 'vigil-speaker|vigil-l2|vigil-l2-net|vigil-gossip-net|vigil-k8s' <<<"$deps"; then
+    echo "vigil-controller depends on speaker crates: $(grep -xE 'vigil-speaker|vigil-l2|vigil-l2-net|vigil-gossip-net|vigil-k8s' <<<"$deps" | tr '\n' ' ')" >&2
+    bad=1
+  fi
   return $bad
 }
 
@@ -75,6 +102,7 @@ fuzz_smoke() {
 stage "install packages" install_packages
 stage "fmt and clippy" lint
 stage "pure crates have no I/O dependencies" pure_crates_have_no_io
+stage "dependency rule (no labs in product crates, controller without the speaker)" dependency_rule_holds
 stage "Go programs build (and our Go code vets)" go_programs
 mkdir -p target
 stage "cargo test (workspace)" cargo_tests

@@ -4,7 +4,7 @@
 //! random bytes, standard base64 without padding (22 characters), under the data key
 //! `secretkey`; owned by the controller's Deployment when one is named, so deleting the
 //! Deployment removes the Secret. MetalLB's speakers and vigil's speakers read that entry and
-//! derive the same memberlist key from it (`vigil_k8s::secret`), so they share a cluster
+//! derive the same memberlist key from it (`vigil_metallb::secret`), so they share a cluster
 //! during a migration.
 //!
 //! Room for rotation: a keyring is to live in entries of its own next to `secretkey` (which

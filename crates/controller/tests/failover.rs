@@ -133,7 +133,7 @@ fn killed_leader_hands_over_and_keeps_allocations_and_secret() {
         assert!(note.contains("198.18.50.0"), "{note}");
         assert!(ingress(&get(c, APP, "wants-s1s-ip").await).is_empty());
         eventually("pool counts the three allocations", || async {
-            let p = Api::<vigil_k8s::crd::IPAddressPool>::namespaced(c.clone(), NS)
+            let p = Api::<vigil_metallb::crd::IPAddressPool>::namespaced(c.clone(), NS)
                 .get("p")
                 .await
                 .unwrap();

@@ -166,6 +166,22 @@ pub enum SettingsError {
     },
 }
 
+impl SpeakerSettings {
+    /// The options of the translation (`vigil_metallb::translate`) this speaker runs with.
+    pub fn translate_options(&self) -> vigil_metallb::Options {
+        vigil_metallb::Options {
+            node_name: self.node_name.clone(),
+            namespace: self
+                .memberlist
+                .as_ref()
+                .map_or_else(|| self.namespace.clone(), |m| m.namespace.clone()),
+            lb_class: self.lb_class.clone(),
+            ignore_exclude_lb: self.ignore_exclude_lb,
+            speaker_selector: self.memberlist.as_ref().map(|m| m.labels.clone()),
+        }
+    }
+}
+
 fn set(v: &Option<String>) -> Option<&str> {
     v.as_deref().filter(|s| !s.is_empty())
 }
@@ -302,7 +318,7 @@ mod tests {
         assert_eq!(s.metrics_port, Some(7472));
         assert_eq!(s.log_level, LogLevel::Debug);
         assert!(s.ignore_exclude_lb);
-        let opts = crate::translate::Options::from_settings(&s);
+        let opts = s.translate_options();
         assert_eq!(
             (opts.node_name.as_str(), opts.namespace.as_str()),
             ("a", "metallb-system")

@@ -3,7 +3,7 @@
 //! pools MetalLB does and finds the same pool for a Service's IPs.
 //!
 //! - `a.b.c.d/n` or `v6/n`: host bits are allowed and masked off; the prefix length is decimal
-//!   digits only (leading zeros allowed), at most the family's bit length.
+//!   digits only (leading zeros allowed: `/00024` is `/24`), at most the family's bit length.
 //! - `start-end`: split at the first `-`, each side trimmed of spaces; both the same family
 //!   (an IPv4-mapped IPv6 address counts as IPv4, as Go's `To4` says); start not after end.
 //!   The range is summarised into the fewest CIDRs, as MetalLB does, because overlap errors
@@ -11,9 +11,9 @@
 //! - An IPv4-mapped IPv6 prefix of length 96 or more means the IPv4 prefix it embeds (Go's
 //!   `IPNet.Contains` and `String` treat it so).
 
+use crate::go_ip_string;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use vigil_lb::go_ip_string;
 
 /// One CIDR prefix, normalised: the network address with host bits cleared, IPv4-mapped
 /// prefixes as IPv4.
@@ -47,6 +47,14 @@ impl Cidr {
             IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask128(prefix))),
         };
         Self { network, prefix }
+    }
+
+    /// The last address inside.
+    pub fn last(&self) -> IpAddr {
+        match self.network {
+            IpAddr::V4(n) => IpAddr::V4(Ipv4Addr::from(u32::from(n) | !mask32(self.prefix))),
+            IpAddr::V6(n) => IpAddr::V6(Ipv6Addr::from(u128::from(n) | !mask128(self.prefix))),
+        }
     }
 
     /// Whether `ip` is inside (an IPv4-mapped IPv6 `ip` counts as the IPv4 address).
@@ -202,16 +210,21 @@ fn block(log: u32) -> u128 {
     if log >= 128 { u128::MAX } else { 1u128 << log }
 }
 
-/// Go's `net.ParseCIDR`: `addr/len`, no zone, decimal length within the family's bits.
+/// Go's `net.ParseCIDR`: `addr/len`, no zone; the length is decimal digits (leading zeros
+/// allowed, as Go's `dtoi` reads them) within the family's bits.
 fn parse_cidr(s: &str) -> Option<Cidr> {
     let (addr, len) = s.split_once('/')?;
     let addr = parse_ip(addr)?;
     if len.is_empty() || !len.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
+    // Go gives up past 0xFFFFFF; any such length is too long for either family anyway.
+    let prefix = len.bytes().try_fold(0u32, |n, b| {
+        let n = n * 10 + u32::from(b - b'0');
+        (n < 0x00FF_FFFF).then_some(n)
+    })?;
     let bits = if addr.is_ipv4() { 32 } else { 128 };
-    let prefix: u32 = len.trim_start_matches('0').parse().unwrap_or(0);
-    if len.len() > 4 || prefix > bits {
+    if prefix > bits {
         return None;
     }
     Some(Cidr::new(addr, prefix as u8))
@@ -240,6 +253,11 @@ mod tests {
         assert_eq!(cidrs("198.18.0.5/24"), ["198.18.0.0/24"]);
         assert_eq!(cidrs("2001:DB8::1/64"), ["2001:db8::/64"]);
         assert_eq!(cidrs("198.18.0.7/032"), ["198.18.0.7/32"]);
+        // Go's dtoi reads any number of leading zeros.
+        assert_eq!(cidrs("198.18.0.0/00024"), ["198.18.0.0/24"]);
+        assert_eq!(cidrs("2001:db8::/0000000064"), ["2001:db8::/64"]);
+        // An IPv4-mapped prefix shorter than /96 is an IPv6 prefix, as Go reads it.
+        assert_eq!(cidrs("::ffff:198.18.1.0/24"), ["::/24"]);
         assert_eq!(cidrs("::ffff:198.18.1.0/120"), ["198.18.1.0/24"]);
         for bad in [
             "198.18.0.0/33",
@@ -249,6 +267,7 @@ mod tests {
             "198.018.0.0/24",
             "fe80::1%eth0/64",
             "2001:db8::/129",
+            "198.18.0.0/99999999",
         ] {
             assert_eq!(
                 parse_pool_entry(bad),

@@ -13,6 +13,10 @@
 //! hold-down rank after every settled one) and a split-brain guard (a node announces nothing
 //! while it sees fewer than a majority of the expected members, see [`Quorum`]).
 //!
+//! [`cidr`] and [`selector`] are MetalLB's address and Kubernetes' label-selector rules, the
+//! one implementation of each that the speaker's configuration, the controller's pools and
+//! the webhook all use.
+//!
 //! [`pool`] is the other half of MetalLB's job: which IPs each Service gets (the controller's
 //! allocator).
 //!
@@ -20,10 +24,12 @@
 //! enters the dependency tree.
 #![forbid(unsafe_code)]
 
+pub mod cidr;
 mod election;
 mod go_ip;
 mod meta;
 pub mod pool;
+pub mod selector;
 mod service;
 
 pub use election::{Group, Policy, Quorum, Verdict, decide, elect, rank};

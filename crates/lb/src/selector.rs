@@ -1,6 +1,8 @@
-//! Kubernetes label selectors as apimachinery evaluates them: the structured `LabelSelector`
-//! of MetalLB's CRDs (`metav1.LabelSelectorAsSelector`), and the string form of
-//! `METALLB_ML_LABELS` (`labels.Parse`).
+//! Kubernetes label selectors as apimachinery evaluates them: vigil's one selector engine.
+//! The structured `LabelSelector` of MetalLB's CRDs (`metav1.LabelSelectorAsSelector`) comes
+//! in through [`Selector::from_parts`] (the API types are read in `vigil-metallb`), the string
+//! form of `METALLB_ML_LABELS` through [`Selector::parse`] (`labels.Parse`). The speaker's
+//! advertisements and the controller's pools match with the same code.
 //!
 //! Rules, in our words:
 //! - an empty selector (no labels, no expressions) matches everything;
@@ -10,9 +12,11 @@
 //! - `In` / `NotIn` need at least one value; `Exists` / `DoesNotExist` take none; any other
 //!   operator is an error; keys must be qualified names and values label values.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+
+/// Labels of an object: key to value.
+pub type Labels = BTreeMap<String, String>;
 
 /// One requirement's operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -43,7 +47,8 @@ pub struct Requirement {
 }
 
 impl Requirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether `labels` satisfy it.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         let value = labels.get(&self.key);
         match self.op {
             Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),
@@ -106,25 +111,34 @@ impl Selector {
         Self::default()
     }
 
-    /// Validates and converts a structured selector, as `LabelSelectorAsSelector` does.
-    pub fn from_label_selector(ls: &LabelSelector) -> Result<Self, SelectorError> {
+    /// Validates and converts a structured selector, as `LabelSelectorAsSelector` does:
+    /// `match_labels` pairs and `match_expressions` as (key, operator as the API spells it,
+    /// values).
+    pub fn from_parts<'a>(
+        match_labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+        match_expressions: impl IntoIterator<Item = (&'a str, &'a str, &'a [String])>,
+    ) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
-        for (k, v) in ls.match_labels.iter().flatten() {
-            requirements.push(requirement(k, Operator::Equals, [v.clone()].into())?);
+        for (k, v) in match_labels {
+            requirements.push(requirement(k, Operator::Equals, [v.to_string()].into())?);
         }
-        for expr in ls.match_expressions.iter().flatten() {
-            let op = match expr.operator.as_str() {
+        for (key, operator, values) in match_expressions {
+            let op = match operator {
                 "In" => Operator::In,
                 "NotIn" => Operator::NotIn,
                 "Exists" => Operator::Exists,
                 "DoesNotExist" => Operator::DoesNotExist,
                 other => return Err(SelectorError::Operator(other.to_string())),
             };
-            let values = expr.values.iter().flatten().cloned().collect();
-            requirements.push(requirement(&expr.key, op, values)?);
+            requirements.push(requirement(key, op, values.iter().cloned().collect())?);
         }
         requirements.sort();
         Ok(Self { requirements })
+    }
+
+    /// The requirements, sorted.
+    pub fn requirements(&self) -> &[Requirement] {
+        &self.requirements
     }
 
     /// Whether `labels` satisfy every requirement.
@@ -206,6 +220,28 @@ impl Selector {
         }
         requirements.sort();
         Ok(Self { requirements })
+    }
+}
+
+impl fmt::Display for Selector {
+    /// Kubernetes' text form (`k=v,k2 in (a,b),!k3`), which [`Selector::parse`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .requirements
+            .iter()
+            .map(|r| {
+                let values = r.values.iter().cloned().collect::<Vec<_>>().join(",");
+                match r.op {
+                    Operator::Equals => format!("{}={values}", r.key),
+                    Operator::NotEquals => format!("{}!={values}", r.key),
+                    Operator::In => format!("{} in ({values})", r.key),
+                    Operator::NotIn => format!("{} notin ({values})", r.key),
+                    Operator::Exists => r.key.clone(),
+                    Operator::DoesNotExist => format!("!{}", r.key),
+                }
+            })
+            .collect();
+        f.write_str(&parts.join(","))
     }
 }
 
@@ -321,47 +357,6 @@ fn label_value_shape(s: &str) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-/// One expression's identity: key, operator, sorted values.
-pub(crate) type ExprIdentity = (String, String, Vec<String>);
-/// A selector's identity: its labels and its expressions in order.
-pub(crate) type SelectorIdentity = (BTreeMap<String, String>, Vec<ExprIdentity>);
-
-/// A structured selector's identity for MetalLB's duplicate checks: the labels, and the
-/// expressions in order with their values sorted (MetalLB compares the selectors' printed
-/// form after sorting each expression's values).
-pub(crate) fn duplicate_key(ls: &LabelSelector) -> SelectorIdentity {
-    let labels = ls.match_labels.clone().unwrap_or_default();
-    let exprs = ls
-        .match_expressions
-        .iter()
-        .flatten()
-        .map(expr_key)
-        .collect();
-    (labels, exprs)
-}
-
-pub(crate) fn expr_key(e: &LabelSelectorRequirement) -> ExprIdentity {
-    let mut values = e.values.clone().unwrap_or_default();
-    values.sort();
-    (e.key.clone(), e.operator.clone(), values)
-}
-
-/// A short, stable rendering of a structured selector for error messages.
-pub(crate) struct Shown<'a>(pub &'a LabelSelector);
-
-impl fmt::Display for Shown<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (labels, exprs) = duplicate_key(self.0);
-        let mut parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        parts.extend(
-            exprs
-                .iter()
-                .map(|(k, op, vs)| format!("{k} {op} ({})", vs.join(","))),
-        );
-        write!(f, "{{{}}}", parts.join(", "))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,53 +366,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    fn ls(yaml: &str) -> LabelSelector {
-        serde_norway::from_str(yaml).unwrap()
-    }
-
-    #[test]
-    fn structured_selectors_match_as_apimachinery() {
-        let s = Selector::from_label_selector(&ls(
-            "matchLabels: {zone: a}\nmatchExpressions:\n- {key: tier, operator: NotIn, values: [db]}\n- {key: gpu, operator: DoesNotExist}\n",
-        ))
-        .unwrap();
-        assert!(s.matches(&labels(&[("zone", "a")])));
-        assert!(s.matches(&labels(&[("zone", "a"), ("tier", "web")])));
-        assert!(!s.matches(&labels(&[("zone", "a"), ("tier", "db")])));
-        assert!(!s.matches(&labels(&[("zone", "a"), ("gpu", "")])));
-        assert!(!s.matches(&labels(&[("zone", "b")])));
-        assert!(
-            Selector::from_label_selector(&ls("{}"))
-                .unwrap()
-                .is_everything()
-        );
-    }
-
-    #[test]
-    fn bad_structured_selectors_are_errors() {
-        let e = |y| Selector::from_label_selector(&ls(y)).unwrap_err();
-        assert_eq!(
-            e("matchExpressions: [{key: a, operator: Equals, values: [x]}]"),
-            SelectorError::Operator("Equals".into())
-        );
-        assert_eq!(
-            e("matchExpressions: [{key: a, operator: In}]"),
-            SelectorError::NoValues("a".into())
-        );
-        assert_eq!(
-            e("matchExpressions: [{key: a, operator: Exists, values: [x]}]"),
-            SelectorError::UnexpectedValues("a".into())
-        );
-        assert!(matches!(
-            e("matchLabels: {'-a': x}"),
-            SelectorError::Key { .. }
-        ));
-        assert!(matches!(
-            e("matchLabels: {a: 'x y'}"),
-            SelectorError::Value { .. }
-        ));
     }
 
     #[test]
@@ -440,5 +388,13 @@ mod tests {
         assert!(Selector::parse("a in (b").is_err());
         assert!(Selector::parse("a,,b").is_err());
         assert!(Selector::parse("a notin ()").is_err());
+    }
+
+    #[test]
+    fn text_form_reads_back() {
+        for text in ["", "a=b", "a!=b,c in (x,y),!d,e", "k notin (v)"] {
+            let s = Selector::parse(text).unwrap();
+            assert_eq!(Selector::parse(&s.to_string()).unwrap(), s, "{text}");
+        }
     }
 }

@@ -3,10 +3,10 @@
 
 use std::net::IpAddr;
 use vigil_lb::pool::{
-    AllocError, Allocator, ClearReason, Failure, Family, FamilyPolicy, LabelSelector, Labels, Note,
-    Operator, PoolCounters, PoolSpec, Pools, Port, Request, RequestError, ServiceAllocation,
-    ServiceFamily, ShareRefusal,
+    AllocError, Allocator, ClearReason, Failure, Family, FamilyPolicy, Labels, Note, PoolCounters,
+    PoolSpec, Pools, Port, Request, RequestError, ServiceAllocation, ServiceFamily, ShareRefusal,
 };
+use vigil_lb::selector::Selector;
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -242,12 +242,8 @@ fn namespace_and_service_selectors_must_both_hold() {
     let sa = ServiceAllocation {
         priority: 1,
         namespaces: vec![],
-        namespace_selectors: vec![LabelSelector::labels([("env", "prod")])],
-        service_selectors: vec![LabelSelector::everything().with(
-            "app",
-            Operator::In,
-            &["web", "api"],
-        )],
+        namespace_selectors: vec![Selector::parse("env=prod").unwrap()],
+        service_selectors: vec![Selector::parse("app in (web,api)").unwrap()],
     };
     let mut a = allocator(vec![
         with_allocation(PoolSpec::new("prod-web", &["198.18.1.0/30"]), sa),
@@ -783,7 +779,7 @@ fn where_we_differ_from_metallb() {
     let mut a = allocator(vec![with_allocation(
         PoolSpec::new("p", &["198.18.0.0/30"]),
         ServiceAllocation {
-            namespace_selectors: vec![LabelSelector::labels([("env", "none")])],
+            namespace_selectors: vec![Selector::parse("env=none").unwrap()],
             ..ServiceAllocation::default()
         },
     )]);

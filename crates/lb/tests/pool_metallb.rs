@@ -19,9 +19,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use vigil_lb::pool::{
-    Allocator, Family, FamilyPolicy, LabelSelector, Operator, PoolSpec, Pools, Port, Request,
-    ServiceAllocation, ServiceFamily,
+    Allocator, Family, FamilyPolicy, PoolSpec, Pools, Port, Request, ServiceAllocation,
+    ServiceFamily,
 };
+use vigil_lb::selector::{Operator, Selector};
 
 const SCENARIOS: usize = 1000;
 const SERVICES: u64 = 8;
@@ -219,14 +220,15 @@ fn plan_step(rng: &mut Rng, pools: usize) -> Step {
     }
 }
 
-fn selectors(variant: u64) -> (Vec<String>, Vec<LabelSelector>, Vec<LabelSelector>) {
-    let prod = LabelSelector::labels([("env", "prod")]);
-    let app_x = LabelSelector::labels([("app", "x")]);
-    let app_in = LabelSelector::everything().with("app", Operator::In, &["x"]);
-    let not_x = LabelSelector::everything().with("app", Operator::NotIn, &["x"]);
-    let has_app = LabelSelector::everything().with("app", Operator::Exists, &[]);
-    let no_team = LabelSelector::everything().with("team", Operator::DoesNotExist, &[]);
-    let env_in = LabelSelector::everything().with("env", Operator::In, &["dev", "test"]);
+fn selectors(variant: u64) -> (Vec<String>, Vec<Selector>, Vec<Selector>) {
+    let sel = |text: &str| Selector::parse(text).unwrap();
+    let prod = sel("env=prod");
+    let app_x = sel("app=x");
+    let app_in = sel("app in (x)");
+    let not_x = sel("app notin (x)");
+    let has_app = sel("app");
+    let no_team = sel("!team");
+    let env_in = sel("env in (dev,test)");
     match variant {
         0 => (vec![], vec![], vec![]),
         1 => (vec!["a".into()], vec![], vec![]),
@@ -235,21 +237,30 @@ fn selectors(variant: u64) -> (Vec<String>, Vec<LabelSelector>, Vec<LabelSelecto
         4 => (vec!["b".into()], vec![], vec![app_in]),
         5 => (vec![], vec![env_in], vec![not_x]),
         6 => (vec![], vec![], vec![has_app.clone(), no_team]),
-        _ => (
-            vec!["a".into()],
-            vec![LabelSelector::labels([("env", "dev")])],
-            vec![has_app],
-        ),
+        _ => (vec!["a".into()], vec![sel("env=dev")], vec![has_app]),
     }
 }
 
-fn selector_json(s: &LabelSelector) -> Value {
-    let exprs: Vec<Value> = s
-        .match_expressions
-        .iter()
-        .map(|r| json!({"key": r.key, "operator": r.operator.as_str(), "values": r.values}))
-        .collect();
-    json!({"matchLabels": s.match_labels, "matchExpressions": exprs})
+/// The selector as the API's structured form (`k=v` as `matchLabels`).
+fn selector_json(s: &Selector) -> Value {
+    let mut labels = serde_json::Map::new();
+    let mut exprs = Vec::new();
+    for r in s.requirements() {
+        let values: Vec<&String> = r.values.iter().collect();
+        let operator = match r.op {
+            Operator::Equals => {
+                labels.insert(r.key.clone(), json!(values[0]));
+                continue;
+            }
+            Operator::In => "In",
+            Operator::NotIn => "NotIn",
+            Operator::Exists => "Exists",
+            Operator::DoesNotExist => "DoesNotExist",
+            Operator::NotEquals => unreachable!("the structured form has no !="),
+        };
+        exprs.push(json!({"key": r.key, "operator": operator, "values": values}));
+    }
+    json!({"matchLabels": labels, "matchExpressions": exprs})
 }
 
 fn pool_json(p: &PoolPlan) -> Value {

@@ -8,9 +8,10 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use vigil_lb::pool::{
-    Allocator, Failure, Family, FamilyPolicy, LabelSelector, Operator, PoolSpec, Pools, Port,
-    Request, ServiceAllocation, ServiceFamily, backend_key,
+    Allocator, Failure, Family, FamilyPolicy, PoolSpec, Pools, Port, Request, ServiceAllocation,
+    ServiceFamily, backend_key,
 };
+use vigil_lb::selector::Selector;
 
 /// IPv4 blocks of eight addresses crossing a /24 boundary (.252 to .3), so that
 /// `avoidBuggyIPs` matters, and IPv6 blocks of four.
@@ -90,7 +91,7 @@ fn build_pools(shape: &PoolsShape) -> Pools {
                 namespaces: if ns { vec!["a".into()] } else { vec![] },
                 namespace_selectors: vec![],
                 service_selectors: if app {
-                    vec![LabelSelector::everything().with("app", Operator::In, &["x"])]
+                    vec![Selector::parse("app in (x)").unwrap()]
                 } else {
                     vec![]
                 },

@@ -15,7 +15,7 @@
 
 use crate::addr::{AddressError, Cidr, parse_pool_entry};
 use crate::crd::{IPAddressPool, L2Advertisement};
-use crate::selector::{Selector, SelectorError, Shown, duplicate_key, expr_key};
+use crate::selector::{Selector, SelectorError, SelectorExt, Shown, duplicate_key, expr_key};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,8 +40,25 @@ pub struct Pool {
     pub auto_assign: bool,
     /// `avoidBuggyIPs`.
     pub avoid_buggy_ips: bool,
+    /// `spec.addresses` as written (the controller's allocator keeps each entry as one range).
+    pub addresses: Vec<String>,
+    /// `spec.serviceAllocation`, its selectors read.
+    pub service_allocation: Option<PoolAllocation>,
     /// The L2Advertisements that apply to the pool, in name order.
     pub l2_advertisements: Vec<L2Ad>,
+}
+
+/// A pool's `spec.serviceAllocation`, read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolAllocation {
+    /// `priority` (0 when unset: after every positive priority).
+    pub priority: i32,
+    /// `namespaces`.
+    pub namespaces: Vec<String>,
+    /// `namespaceSelectors`.
+    pub namespace_selectors: Vec<Selector>,
+    /// `serviceSelectors`.
+    pub service_selectors: Vec<Selector>,
 }
 
 /// One L2Advertisement as attached to a pool.
@@ -90,30 +107,11 @@ impl Config {
         ads: &[L2Advertisement],
         nodes: &[Node],
     ) -> Result<Self, ConfigError> {
+        let mut parsed = read_pools(pools)?;
         let mut pools: Vec<&IPAddressPool> = pools.iter().collect();
         pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut ads: Vec<&L2Advertisement> = ads.iter().collect();
         ads.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-
-        let mut parsed: BTreeMap<String, Pool> = BTreeMap::new();
-        let mut seen: Vec<(Cidr, String)> = Vec::new();
-        for p in &pools {
-            let pool = parse_pool(p)?;
-            if parsed.contains_key(&pool.name) {
-                return Err(ConfigError::DuplicatePool(pool.name));
-            }
-            for cidr in &pool.cidrs {
-                if let Some((existing, _)) = seen.iter().find(|(c, _)| c.overlaps(cidr)) {
-                    return Err(ConfigError::Overlap {
-                        pool: pool.name.clone(),
-                        cidr: *cidr,
-                        existing: *existing,
-                    });
-                }
-                seen.push((*cidr, pool.name.clone()));
-            }
-            parsed.insert(pool.name.clone(), pool);
-        }
 
         for ad in &ads {
             let name = ad.metadata.name.clone().unwrap_or_default();
@@ -156,6 +154,35 @@ impl Config {
     }
 }
 
+/// Reads and checks the pools alone, as MetalLB does before it looks at advertisements (in name
+/// order, so the first error is MetalLB's first): each pool's fields, then no two CIDRs
+/// overlapping, within a pool or across pools. The speaker's [`Config::parse`] and the
+/// controller's [`crate::pools::pools`] both start here.
+pub fn read_pools(pools: &[IPAddressPool]) -> Result<BTreeMap<String, Pool>, ConfigError> {
+    let mut pools: Vec<&IPAddressPool> = pools.iter().collect();
+    pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut parsed: BTreeMap<String, Pool> = BTreeMap::new();
+    let mut seen: Vec<(Cidr, String)> = Vec::new();
+    for p in &pools {
+        let pool = parse_pool(p)?;
+        if parsed.contains_key(&pool.name) {
+            return Err(ConfigError::DuplicatePool(pool.name));
+        }
+        for cidr in &pool.cidrs {
+            if let Some((existing, _)) = seen.iter().find(|(c, _)| c.overlaps(cidr)) {
+                return Err(ConfigError::Overlap {
+                    pool: pool.name.clone(),
+                    cidr: *cidr,
+                    existing: *existing,
+                });
+            }
+            seen.push((*cidr, pool.name.clone()));
+        }
+        parsed.insert(pool.name.clone(), pool);
+    }
+    Ok(parsed)
+}
+
 fn parse_pool(p: &IPAddressPool) -> Result<Pool, ConfigError> {
     let name = p.metadata.name.clone().unwrap_or_default();
     let err = |problem| ConfigError::Pool {
@@ -179,6 +206,7 @@ fn parse_pool(p: &IPAddressPool) -> Result<Pool, ConfigError> {
             })
         })?);
     }
+    let mut service_allocation = None;
     if let Some(alloc) = &p.spec.service_allocation {
         let mut namespaces = BTreeSet::new();
         for ns in alloc.namespaces.iter().flatten() {
@@ -186,6 +214,10 @@ fn parse_pool(p: &IPAddressPool) -> Result<Pool, ConfigError> {
                 return Err(err(PoolProblem::DuplicateNamespace(ns.clone())));
             }
         }
+        let mut read = PoolAllocation {
+            namespaces: alloc.namespaces.clone().unwrap_or_default(),
+            ..PoolAllocation::default()
+        };
         for (field, sels) in [
             ("namespaceSelectors", &alloc.namespace_selectors),
             ("serviceSelectors", &alloc.service_selectors),
@@ -193,21 +225,31 @@ fn parse_pool(p: &IPAddressPool) -> Result<Pool, ConfigError> {
             let sels = sels.clone().unwrap_or_default();
             check_duplicates(&sels).map_err(|d| err(PoolProblem::Duplicate { field, what: d }))?;
             for s in &sels {
-                Selector::from_label_selector(s).map_err(|source| {
+                let selector = Selector::from_label_selector(s).map_err(|source| {
                     err(PoolProblem::Selector {
                         field,
                         shown: Shown(s).to_string(),
                         source,
                     })
                 })?;
+                match field {
+                    "namespaceSelectors" => read.namespace_selectors.push(selector),
+                    _ => read.service_selectors.push(selector),
+                }
             }
         }
+        let priority = alloc.priority.unwrap_or(0);
+        read.priority =
+            i32::try_from(priority).map_err(|_| err(PoolProblem::Priority(priority)))?;
+        service_allocation = Some(read);
     }
     Ok(Pool {
         name: name.clone(),
         cidrs,
         auto_assign: p.spec.auto_assign.unwrap_or(true),
         avoid_buggy_ips: p.spec.avoid_buggy_ips.unwrap_or(false),
+        addresses,
+        service_allocation,
         l2_advertisements: Vec::new(),
     })
 }
@@ -438,6 +480,12 @@ pub enum PoolProblem {
         /// MetalLB's message.
         what: String,
     },
+    /// `spec.serviceAllocation.priority` beyond what vigil's allocator ranks (an i32).
+    #[error("spec.serviceAllocation.priority {0} is out of range")]
+    Priority(i64),
+    /// The allocator refused pools this reader accepted (a bug: the two check the same rules).
+    #[error("{0}")]
+    Allocator(String),
     /// An invalid selector in `spec.serviceAllocation`.
     #[error("spec.serviceAllocation.{field} {shown}: {source}")]
     Selector {

@@ -6,8 +6,9 @@
 //! a newer or older MetalLB still decode. The root types are written out rather than derived
 //! with kube's `CustomResource`: the derived root requires a `spec`, but MetalLB's own
 //! documentation creates L2Advertisements with no `spec` at all (announce every pool), and
-//! ConfigurationState has no spec by design. [`kube::Resource`] is implemented by hand the way
-//! the derive would, so `kube::Api<IPAddressPool>` works.
+//! ConfigurationState has no spec by design. [`kube_core::Resource`] is implemented by hand the way
+//! the derive would, so `kube::Api<IPAddressPool>` works (the speaker and the controller use
+//! it so).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta};
 use serde::{Deserialize, Serialize};
@@ -20,9 +21,9 @@ pub const VERSION: &str = "v1beta1";
 
 macro_rules! metallb_resource {
     ($ty:ident, $kind:literal, $plural:literal) => {
-        impl kube::core::Resource for $ty {
+        impl kube_core::Resource for $ty {
             type DynamicType = ();
-            type Scope = kube::core::NamespaceResourceScope;
+            type Scope = kube_core::NamespaceResourceScope;
 
             fn kind(_: &()) -> Cow<'_, str> {
                 $kind.into()
@@ -270,7 +271,7 @@ pub fn configuration_state_name(node: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::Resource;
+    use kube_core::Resource;
 
     #[test]
     fn decodes_metallb_objects_with_unknown_and_missing_fields() {
@@ -290,15 +291,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(state.status.unwrap().result.as_deref(), Some("Invalid"));
-    }
-
-    /// Typed API handles work with the hand-written roots (compile-time check).
-    #[allow(dead_code)]
-    fn typed_apis(client: kube::Client) {
-        let _: kube::Api<IPAddressPool> = kube::Api::namespaced(client.clone(), "metallb-system");
-        let _: kube::Api<L2Advertisement> = kube::Api::namespaced(client.clone(), "metallb-system");
-        let _: kube::Api<ServiceL2Status> = kube::Api::namespaced(client.clone(), "metallb-system");
-        let _: kube::Api<ConfigurationState> = kube::Api::namespaced(client, "metallb-system");
     }
 
     #[test]

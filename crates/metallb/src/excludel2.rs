@@ -5,12 +5,11 @@
 //! Format: a YAML map whose `announcedInterfacesToExclude` key (matched case-insensitively,
 //! as Go's JSON decoding does after sigs.k8s.io/yaml) holds a list of expressions. They are
 //! joined as `(r1)|(r2)|...` and searched unanchored in each interface name
-//! ([`vigil_l2_net::NamePatterns`], which the announcer's interface selection applies). A
+//! (the speaker hands [`InterfaceExclusions::patterns`] to the announcer's interface selection,
+//! which compiles them the same way). A
 //! missing file or an empty list excludes nothing (MetalLB has no built-in list: its
 //! manifests ship [`DEFAULT_EXCLUDES`] in the ConfigMap); a file that does not parse, or an
 //! expression that does not compile, is a startup error.
-
-use vigil_l2_net::NamePatterns;
 
 /// The path MetalLB's speaker reads.
 pub const EXCLUDE_L2_PATH: &str = "/etc/metallb/excludel2.yaml";
@@ -34,10 +33,20 @@ pub const DEFAULT_EXCLUDES: [&str; 14] = [
 ];
 
 /// Interfaces excluded from announcing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct InterfaceExclusions {
-    patterns: Option<NamePatterns>,
+    patterns: Vec<String>,
+    /// `(r1)|(r2)|...`; `None` for an empty list.
+    regex: Option<regex::Regex>,
 }
+
+impl PartialEq for InterfaceExclusions {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl Eq for InterfaceExclusions {}
 
 /// Why the file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -90,9 +99,12 @@ impl InterfaceExclusions {
 
     /// Builds the exclusion from a list of expressions.
     pub fn from_patterns(patterns: Vec<String>) -> Result<Self, ExcludeError> {
-        Ok(Self {
-            patterns: NamePatterns::new(patterns)?,
-        })
+        let regex = if patterns.is_empty() {
+            None
+        } else {
+            Some(regex::Regex::new(&format!("({})", patterns.join(")|(")))?)
+        };
+        Ok(Self { patterns, regex })
     }
 
     /// MetalLB's shipped list.
@@ -104,12 +116,12 @@ impl InterfaceExclusions {
 
     /// Whether the interface is excluded.
     pub fn excludes(&self, interface: &str) -> bool {
-        self.patterns.as_ref().is_some_and(|p| p.matches(interface))
+        self.regex.as_ref().is_some_and(|r| r.is_match(interface))
     }
 
     /// The expressions.
     pub fn patterns(&self) -> &[String] {
-        self.patterns.as_ref().map_or(&[], NamePatterns::patterns)
+        &self.patterns
     }
 }
 

@@ -50,7 +50,8 @@ pub struct Options {
     /// This node's name (`METALLB_NODE_NAME`).
     pub node_name: String,
     /// Where speaker Pods are listed: `METALLB_ML_NAMESPACE` if set, else MetalLB's namespace
-    /// (`METALLB_NAMESPACE`), as [`crate::settings::Memberlist::namespace`] resolves it.
+    /// (`METALLB_NAMESPACE`), as the speaker's settings resolve it
+    /// (`vigil_k8s::settings::SpeakerSettings::translate_options`).
     pub namespace: String,
     /// `--lb-class`: `None` handles only Services with no class.
     pub lb_class: Option<String>,
@@ -58,22 +59,6 @@ pub struct Options {
     pub ignore_exclude_lb: bool,
     /// `METALLB_ML_LABELS`, parsed; `None` when memberlist is disabled (no peers to join).
     pub speaker_selector: Option<Selector>,
-}
-
-impl Options {
-    /// The options a speaker started with these settings uses.
-    pub fn from_settings(s: &crate::settings::SpeakerSettings) -> Self {
-        Self {
-            node_name: s.node_name.clone(),
-            namespace: s
-                .memberlist
-                .as_ref()
-                .map_or_else(|| s.namespace.clone(), |m| m.namespace.clone()),
-            lb_class: s.lb_class.clone(),
-            ignore_exclude_lb: s.ignore_exclude_lb,
-            speaker_selector: s.memberlist.as_ref().map(|m| m.labels.clone()),
-        }
-    }
 }
 
 /// What this speaker must do.

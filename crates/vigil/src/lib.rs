@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 pub mod agent;
 pub mod cmd;
+#[cfg(feature = "lab")]
 pub mod lab;
 
 /// vigil: Layer-2 load-balancer IPs for bare-metal clusters, failing over in well under a
@@ -43,6 +44,7 @@ pub enum Command {
     /// Run a failover lab in network namespaces and watch the VIP move (as root): N hosts
     /// running `vigil standalone` and a client; the owner fails and the client measures the
     /// outage.
+    #[cfg(feature = "lab")]
     #[command(long_about = cmd::lab::LONG_ABOUT)]
     Lab(cmd::lab::Args),
     /// Run the speaker in Kubernetes mode, a drop-in for MetalLB's L2 speaker (MetalLB's
@@ -89,6 +91,7 @@ where
         Command::Standalone(args) => cmd::standalone::run(args),
         Command::Status(args) => cmd::status::run(args),
         Command::Keygen(args) => cmd::keygen::run(args),
+        #[cfg(feature = "lab")]
         Command::Lab(args) => cmd::lab::run(args),
         Command::Speaker(args) => cmd::speaker::run(args),
         Command::Controller(args) => cmd::controller::run(args),

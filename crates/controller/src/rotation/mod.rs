@@ -1,10 +1,10 @@
 //! Gossip keys that rotate themselves (issue 14, item 4).
 //!
 //! Every `--key-rotation-period` the leader replaces the memberlist key through the keyring
-//! entry of the memberlist Secret (`vigil_k8s::secret::KeyringForm`): add a new key, wait
+//! entry of the memberlist Secret (`vigil_metallb::secret::KeyringForm`): add a new key, wait
 //! until every live speaker has installed it, make it primary (and `secretkey`), wait until
 //! every live speaker sends with it, keep the old one a while longer, remove it. Speakers
-//! acknowledge in Leases of their own (`vigil_k8s::key_ack`).
+//! acknowledge in Leases of their own (`vigil_metallb::key_ack`).
 //!
 //! - [`plan`]: the state machine, pure (time and randomness are parameters), with the
 //!   argument for why no two live speakers ever hold keyrings that cannot talk.

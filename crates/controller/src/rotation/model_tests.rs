@@ -14,8 +14,8 @@ use super::plan::{Decision, Policy, plan};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
-use vigil_k8s::key_ack::Acknowledgement;
-use vigil_k8s::secret::{KeyringForm, Phase};
+use vigil_metallb::key_ack::Acknowledgement;
+use vigil_metallb::secret::{KeyringForm, Phase};
 
 const VIEW_LAG: u64 = 2;
 const APPLY_LAG: u64 = 8;

@@ -26,8 +26,8 @@
 
 use std::collections::BTreeSet;
 use std::time::Duration;
-use vigil_k8s::key_ack::Acknowledgement;
-use vigil_k8s::secret::{KeyringForm, Phase, key_id};
+use vigil_metallb::key_ack::Acknowledgement;
+use vigil_metallb::secret::{KeyringForm, Phase, key_id};
 
 /// The timing of rotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

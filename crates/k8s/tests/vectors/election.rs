@@ -1,19 +1,19 @@
 //! MetalLB's L2 election over one [`Announceable`] (`speaker/layer2_controller.go`:
 //! `ShouldAnnounce` steps 5-9 and `sortL2Candidates`), given the live gossip members.
 //!
-//! This lives here rather than in `vigil-lb` for now: `vigil_lb::elect` groups Services that
+//! A test oracle, written from MetalLB's code apart from the product's election: `vigil_lb::elect` groups Services that
 //! share a VIP and elects once per group with every service's filters intersected, while
 //! MetalLB elects per Service, keyed by that Service's first IP, over that Service's own
 //! candidates (so two Services sharing an IP with different candidates can land on different
 //! nodes, and both then answer for the IP). It also adds the preference score that
 //! `vigil_lb::rank` lacks. It reuses `vigil_lb::rank` for the hash order.
 
-use crate::translate::Announceable;
+use vigil_metallb::translate::Announceable;
 
 /// The candidates in MetalLB's order: members (alive or suspect; with memberlist disabled,
 /// every Node) that are eligible, highest preference score first, then smallest
 /// SHA-256(node + `#` + Go's spelling of the first VIP).
-pub fn candidates<'a>(
+pub(crate) fn candidates<'a>(
     service: &Announceable,
     members: impl IntoIterator<Item = &'a str>,
 ) -> Vec<String> {
@@ -31,7 +31,7 @@ pub fn candidates<'a>(
 }
 
 /// The node MetalLB's election picks, if any.
-pub fn owner<'a>(
+pub(crate) fn owner<'a>(
     service: &Announceable,
     members: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
@@ -44,7 +44,7 @@ pub fn owner<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::translate::{Interfaces, Nobody};
+    use vigil_metallb::translate::{Interfaces, Nobody};
 
     fn svc(ip: &str, eligible: &[&str], prefs: &[(&str, i64)]) -> Announceable {
         Announceable {

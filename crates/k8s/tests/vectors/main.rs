@@ -15,9 +15,11 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use vigil_k8s::crd::{IPAddressPool, L2Advertisement};
-use vigil_k8s::selector::Selector;
-use vigil_k8s::{Cluster, Config, ConfigTracker, Interfaces, Options, election, translate};
+use vigil_metallb::crd::{IPAddressPool, L2Advertisement};
+use vigil_metallb::selector::Selector;
+use vigil_metallb::{Cluster, Config, ConfigTracker, Interfaces, Options, translate};
+
+mod election;
 
 #[derive(Default)]
 struct Objects {
@@ -330,7 +332,7 @@ fn run(dir: &Path) -> Vec<String> {
 /// once it has joined with every member alive.
 fn core_announces(
     node: &str,
-    view: &vigil_k8s::NodeView,
+    view: &vigil_metallb::NodeView,
     members: &[String],
 ) -> BTreeSet<(String, IpAddr)> {
     use std::time::{Duration, Instant};

@@ -1,7 +1,8 @@
 //! Address pools: what an `IPAddressPool` says, checked once, before anything allocates.
 
 use super::addr::{Family, canonical, from_u128, to_u128};
-use super::selector::{LabelSelector, Labels, SelectorError};
+use crate::cidr::{AddressError, parse_pool_entry};
+use crate::selector::{Labels, Selector};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -43,9 +44,9 @@ pub struct ServiceAllocation {
     /// `namespaces`: namespaces whose services may use the pool.
     pub namespaces: Vec<String>,
     /// `namespaceSelectors`: namespaces whose labels match any of these may use the pool too.
-    pub namespace_selectors: Vec<LabelSelector>,
+    pub namespace_selectors: Vec<Selector>,
     /// `serviceSelectors`: if any, only services whose labels match one of these may use it.
-    pub service_selectors: Vec<LabelSelector>,
+    pub service_selectors: Vec<Selector>,
 }
 
 /// An inclusive run of addresses of one family.
@@ -184,17 +185,15 @@ pub enum ConfigError {
     /// `spec.addresses` is empty.
     #[error("pool {0:?}: spec.addresses is empty")]
     NoAddresses(String),
-    /// An entry of `spec.addresses` is neither a CIDR nor a range.
-    #[error("pool {pool:?}: spec.addresses[{index}] {entry:?}: {why}")]
+    /// An entry of `spec.addresses` is neither a CIDR nor a range (MetalLB's message).
+    #[error("pool {pool:?}: spec.addresses[{index}]: {source}")]
     BadAddress {
         /// The pool.
         pool: String,
         /// Position in `spec.addresses`.
         index: usize,
-        /// The entry as written.
-        entry: String,
         /// What is wrong with it.
-        why: &'static str,
+        source: AddressError,
     },
     /// Two address entries overlap (in one pool or in two).
     #[error("pool {pool:?}: spec.addresses {range} overlaps {other} of pool {other_pool:?}")]
@@ -216,29 +215,21 @@ pub enum ConfigError {
         /// The namespace.
         namespace: String,
     },
-    /// An invalid or repeated selector.
-    #[error("pool {pool:?}: spec.serviceAllocation.{field}[{index}]: {error}")]
-    BadSelector {
+    /// A selector repeated in one list. (Invalid selectors cannot be built: see
+    /// [`Selector::from_parts`].)
+    #[error(
+        "pool {pool:?}: spec.serviceAllocation.{field}[{index}]: duplicate selector {selector}"
+    )]
+    DuplicateSelector {
         /// The pool.
         pool: String,
         /// `namespaceSelectors` or `serviceSelectors`.
         field: &'static str,
         /// Position in that list.
         index: usize,
-        /// What is wrong.
-        error: SelectorIssue,
+        /// The selector, in Kubernetes' text form.
+        selector: String,
     },
-}
-
-/// What is wrong with one selector of a pool.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectorIssue {
-    /// The selector itself is invalid.
-    #[error("{0}")]
-    Invalid(SelectorError),
-    /// It repeats an earlier selector in the same list.
-    #[error("duplicate selector {0}")]
-    Duplicate(String),
 }
 
 /// A checked set of pools: names unique, every address entry parsed, no two entries
@@ -308,11 +299,10 @@ fn check_pool(index: usize, spec: PoolSpec) -> Result<Pool, ConfigError> {
     }
     let mut ranges = Vec::with_capacity(spec.addresses.len());
     for (i, entry) in spec.addresses.iter().enumerate() {
-        let range = parse_address(entry).map_err(|why| ConfigError::BadAddress {
+        let range = parse_address(entry).map_err(|source| ConfigError::BadAddress {
             pool: spec.name.clone(),
             index: i,
-            entry: entry.clone(),
-            why,
+            source,
         })?;
         ranges.push(range);
     }
@@ -330,15 +320,13 @@ fn check_pool(index: usize, spec: PoolSpec) -> Result<Pool, ConfigError> {
             ("serviceSelectors", &sa.service_selectors),
         ] {
             for (i, s) in list.iter().enumerate() {
-                let bad = |error| ConfigError::BadSelector {
-                    pool: spec.name.clone(),
-                    field,
-                    index: i,
-                    error,
-                };
-                s.validate().map_err(|e| bad(SelectorIssue::Invalid(e)))?;
-                if list[..i].iter().any(|o| o.same_as(s)) {
-                    return Err(bad(SelectorIssue::Duplicate(s.to_string())));
+                if list[..i].contains(s) {
+                    return Err(ConfigError::DuplicateSelector {
+                        pool: spec.name.clone(),
+                        field,
+                        index: i,
+                        selector: s.to_string(),
+                    });
                 }
             }
         }
@@ -430,51 +418,17 @@ fn block_end(start: u128, host_bits: u32) -> u128 {
     }
 }
 
-/// Parses one `spec.addresses` entry as MetalLB's `config.ParseCIDR` does: anything with a
-/// `-` is a range of two addresses (spaces around them allowed) of one family, first not
-/// after last; anything else is a CIDR, whose host bits are ignored (`198.18.0.7/24` is
-/// `198.18.0.0/24`, as Go's `net.ParseCIDR` reads it).
-pub fn parse_address(entry: &str) -> Result<AddressRange, &'static str> {
-    if let Some((a, b)) = entry.split_once('-') {
-        let first: IpAddr = a.trim().parse().map_err(|_| "invalid start address")?;
-        let last: IpAddr = b.trim().parse().map_err(|_| "invalid end address")?;
-        let (first, last) = (canonical(first), canonical(last));
-        if Family::of(first) != Family::of(last) {
-            return Err("start and end are of different families");
-        }
-        if first > last {
-            return Err("start is after end");
-        }
-        return Ok(AddressRange { first, last });
-    }
-    let (ip, len) = entry.split_once('/').ok_or("neither a CIDR nor a range")?;
-    let ip: IpAddr = ip.parse().map_err(|_| "invalid CIDR address")?;
-    let len: u32 = len
-        .parse()
-        .ok()
-        .filter(|_| !len.starts_with('+'))
-        .ok_or("invalid CIDR prefix length")?;
-    // Go matches an IPv4-mapped CIDR (`::ffff:198.18.0.0/120`) against IPv4 addresses with
-    // the mask's last 32 bits: it is the IPv4 CIDR `198.18.0.0/24`.
-    let (ip, len) = match ip {
-        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => {
-            let len = len
-                .checked_sub(96)
-                .ok_or("IPv4-mapped prefix shorter than /96")?;
-            (canonical(ip), len)
-        }
-        _ => (ip, len),
+/// Parses one `spec.addresses` entry with MetalLB's rules ([`crate::cidr`], the parser the
+/// speaker uses too) into the one inclusive range its CIDR prefixes cover.
+pub fn parse_address(entry: &str) -> Result<AddressRange, AddressError> {
+    let cidrs = parse_pool_entry(entry)?;
+    // A CIDR is one prefix, a range summarises into adjacent prefixes in order: never empty.
+    let (Some(first), Some(last)) = (cidrs.first(), cidrs.last()) else {
+        return Err(AddressError::Cidr(entry.to_string()));
     };
-    let family = Family::of(ip);
-    let bits = family.bits();
-    if len > bits {
-        return Err("prefix length longer than the address");
-    }
-    let host = bits - len;
-    let start = to_u128(ip) & !block_end(0, host);
     Ok(AddressRange {
-        first: from_u128(family, start),
-        last: from_u128(family, block_end(start, host)),
+        first: first.network(),
+        last: last.last(),
     })
 }
 
@@ -514,7 +468,13 @@ mod tests {
         assert!(parse_address("198.18.0.0").is_err());
         assert!(parse_address(" 198.18.0.0/24").is_err());
         assert_eq!(range("::ffff:198.18.0.7/120"), range("198.18.0.0/24"));
-        assert!(parse_address("::ffff:198.18.0.0/95").is_err());
+        // Shorter than /96 it is an IPv6 prefix, as Go reads it.
+        assert_eq!(range("::ffff:198.18.0.0/24").first.to_string(), "::");
+        assert_eq!(
+            range("::ffff:198.18.0.0/95").first.to_string(),
+            "::fffe:0:0"
+        );
+        assert_eq!(range("198.18.0.0/00024"), range("198.18.0.0/24"));
     }
 
     #[test]
@@ -588,7 +548,7 @@ mod tests {
         let e = Pools::new([PoolSpec::new("a", &["nope"])]).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "pool \"a\": spec.addresses[0] \"nope\": neither a CIDR nor a range"
+            "pool \"a\": spec.addresses[0]: invalid CIDR \"nope\""
         );
         assert_eq!(
             Pools::new([PoolSpec::new("a", &[])]),
@@ -597,8 +557,8 @@ mod tests {
         let mut spec = PoolSpec::new("a", &["198.18.0.0/24"]);
         spec.service_allocation = Some(ServiceAllocation {
             service_selectors: vec![
-                LabelSelector::labels([("a", "b")]),
-                LabelSelector::labels([("a", "b")]),
+                Selector::parse("a=b").unwrap(),
+                Selector::parse("a=b").unwrap(),
             ],
             ..ServiceAllocation::default()
         });

@@ -93,14 +93,13 @@ mod config;
 mod converge;
 mod error;
 mod request;
-mod selector;
 mod status;
 
+pub use crate::selector::{Labels, Selector};
 pub use addr::{Family, canonical};
 pub use allocator::{Allocation, Allocator, PoolCounters};
 pub use config::{
-    AddressRange, ConfigError, Pool, PoolSpec, Pools, SelectorIssue, ServiceAllocation, is_buggy,
-    parse_address,
+    AddressRange, ConfigError, Pool, PoolSpec, Pools, ServiceAllocation, is_buggy, parse_address,
 };
 pub use converge::{ClearReason, Convergence, Failure, Note};
 pub use error::{AllocError, RequestError, ShareRefusal};
@@ -109,7 +108,6 @@ pub use request::{
     IP_ALLOCATED_FROM_POOL, LOAD_BALANCER_IPS, Port, Request, ServiceFamily, ServiceFields,
     annotation, backend_key, deprecated_annotations, requested_ips,
 };
-pub use selector::{LabelSelector, Labels, Operator, Requirement, SelectorError};
 pub use status::StatusCounters;
 
 impl Allocator {

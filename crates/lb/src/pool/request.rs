@@ -3,7 +3,7 @@
 
 use super::addr::{Family, canonical};
 use super::error::RequestError;
-use super::selector::Labels;
+use crate::selector::Labels;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;

@@ -15,18 +15,35 @@
 //! end in `_total` (added by the encoder), except MetalLB's three `metallb_layer2_*` counters,
 //! which MetalLB exports without the suffix; they are written untyped so their names stay
 //! exactly MetalLB's.
+// Without the speaker's collectors (the controller's build) some shared encoders go unused.
+#![cfg_attr(
+    not(feature = "speaker"),
+    allow(dead_code, unused_imports, unused_macros)
+)]
 
+// The speaker's collectors read the gossip driver, the announcer and the speaker core; the
+// controller builds this crate without them (feature `speaker`, on by default) so that it
+// links none of the speaker's I/O.
+#[cfg(feature = "speaker")]
 mod election;
+#[cfg(feature = "speaker")]
 mod gossip;
 mod k8s;
+#[cfg(feature = "speaker")]
 mod l2;
+#[cfg(feature = "speaker")]
 mod speaker;
 
+#[cfg(feature = "speaker")]
 pub use election::ElectionMetrics;
+#[cfg(feature = "speaker")]
 pub use gossip::{GossipMetrics, MemberCounts, MemberEventCounts};
 pub use k8s::K8sClientMetrics;
+#[cfg(feature = "speaker")]
 pub use l2::L2Metrics;
+#[cfg(feature = "speaker")]
 pub use speaker::{LocalAddressMetrics, SpeakerMetrics};
+#[cfg(feature = "speaker")]
 pub use vigil_speaker_core::core::MemberEventKind;
 
 use axum::http::header;
@@ -161,4 +178,5 @@ macro_rules! label_value {
 use label_value;
 
 #[cfg(test)]
+#[cfg(feature = "speaker")]
 mod tests;

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod controller;
 pub mod health_probe;
 pub mod keygen;
+#[cfg(feature = "lab")]
 pub mod lab;
 pub mod sim;
 pub mod speaker;
