@@ -168,10 +168,8 @@ pub async fn start(
     counters.set_kubernetes();
     let ns = &settings.namespace;
     // Speaker Pods: the whole namespace is watched; translate applies METALLB_ML_LABELS.
-    let pod_ns = settings
-        .memberlist
-        .as_ref()
-        .map_or_else(|| ns.clone(), |ml| ml.namespace.clone());
+    let options = settings.translate_options();
+    let pod_ns = options.namespace.clone();
     let all = watcher::Config::default();
     let watch = Watch {
         changed: Arc::clone(&changed),
@@ -188,13 +186,7 @@ pub async fn start(
     stores.wait_ready().await?;
     let mut builder = Builder {
         stores: stores.clone(),
-        options: Options {
-            node_name: settings.node_name.clone(),
-            namespace: pod_ns,
-            lb_class: settings.lb_class.clone(),
-            ignore_exclude_lb: settings.ignore_exclude_lb,
-            speaker_selector: settings.memberlist.as_ref().map(|m| m.labels.clone()),
-        },
+        options,
         gossip_port: settings
             .memberlist
             .as_ref()
