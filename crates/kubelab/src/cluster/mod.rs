@@ -1,7 +1,8 @@
 //! The cluster most Kubernetes tests run on, set up once here: a [`KubeLab`] (the API server
 //! on `cp`, 198.18.0.2) whose bridge has N speaker hosts `a`, `b`, ... (nodes `node-a`, ...,
 //! 198.18.0.11 on) and a client (198.18.0.100, and 2001:db8::100 if asked for); MetalLB's
-//! CRDs, RBAC, namespace and memberlist Secret; every speaker's Node and Pod; the kubeconfigs
+//! CRDs, RBAC, namespace and memberlist Secret; every speaker's Node and Pod (or none of
+//! these, for a test that installs our own manifests: [`Install::Nothing`]); the kubeconfigs
 //! of MetalLB's ServiceAccounts. On it: configuration objects, Services
 //! ([`LbService`]), `vigil speaker` and `vigil controller` processes ([`LabProcess`]), ARP
 //! questions from the client and the ServiceL2Status objects.
@@ -29,6 +30,7 @@ use kube::api::DynamicObject;
 use crate::KubeLab;
 use crate::arp::{ArpAnswer, arp_ask};
 use crate::control_plane::ControlPlaneConfig;
+use crate::deploy;
 use crate::fixtures::ensure_namespace;
 use crate::manifests::apply_yaml;
 use crate::metallb::{
@@ -130,6 +132,23 @@ pub struct ClusterSpec {
     pub apiserver_args: Vec<String>,
     /// Whether the client also gets [`CLIENT6`].
     pub client_ipv6: bool,
+    /// What [`Cluster::start`] installs.
+    pub install: Install,
+}
+
+/// What [`Cluster::start`] installs in the API server. Either way the API server knows the
+/// static tokens of MetalLB's ServiceAccounts ([`metallb::metallb_service_account_tokens`])
+/// and of ours ([`deploy::service_account_tokens`]): each is worth what the installed RBAC
+/// grants it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Install {
+    /// MetalLB's CRDs, RBAC, namespace and memberlist Secret, and every speaker's Node and
+    /// Pod (labelled for MetalLB's `--ml-labels`).
+    #[default]
+    MetalLb,
+    /// Nothing: the test installs our own manifests (`kubectl apply -k`, which brings the
+    /// CRDs, namespace and RBAC) and the Nodes and Pods their workloads would have.
+    Nothing,
 }
 
 impl ClusterSpec {
@@ -182,16 +201,18 @@ impl std::fmt::Debug for Cluster {
 }
 
 impl Cluster {
-    /// Builds the lab and installs MetalLB's CRDs, RBAC, namespace and memberlist Secret and
-    /// every speaker's Node and Pod (all of them before any speaker starts: a Go speaker reads
-    /// its peers' pod IPs at start-up only). `None` when `test` must skip (no root, no
+    /// Builds the lab and, as [`ClusterSpec::install`] says, installs MetalLB's CRDs, RBAC,
+    /// namespace and memberlist Secret and every speaker's Node and Pod (all of them before
+    /// any speaker starts: a Go speaker reads its peers' pod IPs at start-up only). `None` when `test` must skip (no root, no
     /// vigil-testenv; a failure instead under `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`).
     pub fn start(test: &str, tag: &str, spec: &ClusterSpec) -> Option<Self> {
         if !vigil_netlab::root_or_skip(test) {
             return None;
         }
+        let mut tokens = metallb::metallb_service_account_tokens();
+        tokens.extend(deploy::service_account_tokens());
         let cp_config = ControlPlaneConfig {
-            tokens: metallb::metallb_service_account_tokens(),
+            tokens,
             apiserver_args: spec.apiserver_args.clone(),
             ..ControlPlaneConfig::default()
         };
@@ -228,18 +249,10 @@ impl Cluster {
             .collect();
         let client = lab.cp().client().expect("admin client");
         let key = MemberlistKey::random().expect("a memberlist key");
-        let installed = lab.cp().block_on(async {
-            let crds = metallb::install_metallb(&client, METALLB_NAMESPACE, &key)
-                .await
-                .expect("install MetalLB's CRDs, namespace and Secret");
-            let rbac = metallb::install_metallb_rbac(&client)
-                .await
-                .expect("MetalLB's RBAC");
-            metallb::register_speakers(&client, &speakers)
-                .await
-                .expect("speaker Nodes and Pods");
-            Installed { crds, rbac }
-        });
+        let installed = match spec.install {
+            Install::MetalLb => install_metallb(&lab, &client, &key, &speakers),
+            Install::Nothing => Installed::default(),
+        };
         Some(Self {
             speakers,
             macs,
@@ -426,6 +439,28 @@ impl Cluster {
         }
     }
 
+    /// Asks ARP for `ip` (each question waits 200 ms) until exactly one host answers or
+    /// `limit` passes, calling `between` after each question that did not settle it (to check
+    /// the processes): the node that answered ([`Self::node_of_mac`]), or the last answers.
+    pub fn wait_single_answer(
+        &self,
+        ip: Ipv4Addr,
+        limit: Duration,
+        mut between: impl FnMut(),
+    ) -> Result<String, Vec<ArpAnswer>> {
+        let end = Instant::now() + limit;
+        loop {
+            let answers = self.arp(ip, Duration::from_millis(200));
+            if let [one] = answers.as_slice() {
+                return Ok(self.node_of_mac(&one.mac));
+            }
+            if Instant::now() > end {
+                return Err(answers);
+            }
+            between();
+        }
+    }
+
     /// The ServiceL2Status objects in [`METALLB_NAMESPACE`].
     pub fn l2_statuses(&self) -> Vec<L2Status> {
         self.block_on(metallb::l2_statuses(&self.client, METALLB_NAMESPACE))
@@ -454,6 +489,31 @@ impl Cluster {
         })
     }
 
+    /// Runs `probe` inside the lab every 200 ms until it gives `Some` or `limit` passes
+    /// (`None`), calling `between` after each try that gave `None` (to check the processes).
+    pub fn wait_for<T, F>(
+        &self,
+        limit: Duration,
+        mut between: impl FnMut(),
+        mut probe: impl FnMut() -> F,
+    ) -> Option<T>
+    where
+        F: Future<Output = Option<T>> + Send,
+        T: Send,
+    {
+        let end = Instant::now() + limit;
+        loop {
+            if let Some(v) = self.block_on(probe()) {
+                return Some(v);
+            }
+            between();
+            if Instant::now() > end {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// The first ingress IP of Service `namespace/name`, polled every 200 ms (calling
     /// `between` each time, to check the controller) until there is one or `limit` passes.
     pub fn wait_ingress(
@@ -476,6 +536,28 @@ impl Cluster {
         }
         None
     }
+}
+
+/// [`Install::MetalLb`]: MetalLB's CRDs, namespace, memberlist Secret (`key`) and RBAC, then
+/// every speaker's Node and Pod.
+fn install_metallb(
+    lab: &KubeLab,
+    client: &Client,
+    key: &MemberlistKey,
+    speakers: &[SpeakerConfig],
+) -> Installed {
+    lab.cp().block_on(async {
+        let crds = metallb::install_metallb(client, METALLB_NAMESPACE, key)
+            .await
+            .expect("install MetalLB's CRDs, namespace and Secret");
+        let rbac = metallb::install_metallb_rbac(client)
+            .await
+            .expect("MetalLB's RBAC");
+        metallb::register_speakers(client, speakers)
+            .await
+            .expect("speaker Nodes and Pods");
+        Installed { crds, rbac }
+    })
 }
 
 /// `<dir>/<stem>.log`, or the first of `<stem>-2.log`, `<stem>-3.log`, ... that does not exist
