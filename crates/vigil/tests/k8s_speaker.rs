@@ -3,228 +3,44 @@
 //! speaker ServiceAccount and RBAC (plus the Role for vigil's key acknowledgement Lease);
 //! MetalLB's CRDs come from the Go module cache.
 //!
-//! Lab (as in kubelab's MetalLB smoke test): the API server on `cp` (198.18.0.2), speaker
-//! hosts `a`, `b`, `c` (198.18.0.11-13), a client (198.18.0.100), one bridge. The test writes
-//! the Service's `status.loadBalancer.ingress` itself (198.18.0.200, inside the pool), so no
-//! controller is involved. Root and the Go programs are needed (skips otherwise, fails under
-//! `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`). No durations are asserted: every wait is a
-//! bounded poll; the outage the client saw is printed.
+//! Lab: `vigil_kubelab::cluster` with three speaker hosts: the API server on `cp`
+//! (198.18.0.2), speaker hosts `a`, `b`, `c` (198.18.0.11-13), a client (198.18.0.100), one
+//! bridge. The test writes the Service's `status.loadBalancer.ingress` itself (198.18.0.200,
+//! inside the pool), so no controller is involved. Root and the Go programs are needed (skips
+//! otherwise, fails under `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`). No durations are
+//! asserted: every wait is a bounded poll; the outage the client saw is printed.
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Service};
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use vigil_kubelab::metallb::{self, METALLB_NAMESPACE, MemberlistKey, SpeakerConfig};
-use vigil_kubelab::{
-    ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml, arp_ask,
-    create_endpoint_slice, create_service, ensure_namespace,
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use vigil_kubelab::cluster::{
+    Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, http_get, metallb_first, pool_yaml,
 };
+use vigil_kubelab::metallb::{L2Status, METALLB_NAMESPACE, SpeakerConfig};
 
-const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
 const VIP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 200);
-const SPEAKERS: [(&str, &str, [u8; 4]); 3] = [
-    ("a", "node-a", [198, 18, 0, 11]),
-    ("b", "node-b", [198, 18, 0, 12]),
-    ("c", "node-c", [198, 18, 0, 13]),
-];
-/// Our own configuration objects (MetalLB's API, in our words).
-const POOL_AND_AD: &str = r#"
-apiVersion: metallb.io/v1beta1
-kind: IPAddressPool
-metadata:
-  name: lab
-  namespace: metallb-system
-spec:
-  addresses:
-    - 198.18.0.200-198.18.0.209
----
-apiVersion: metallb.io/v1beta1
-kind: L2Advertisement
-metadata:
-  name: lab
-  namespace: metallb-system
-spec:
-  ipAddressPools:
-    - lab
-  interfaces:
-    - eth0
-"#;
-/// What a vigil speaker needs beyond MetalLB's speaker RBAC: its key acknowledgement Lease
-/// (`vigil_k8s::key_ack`, for key rotation; docs/KUBERNETES.md, "Key rotation").
-const KEY_ACK_RBAC: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: vigil-speaker-keyring
-  namespace: metallb-system
-rules:
-  - apiGroups: ["coordination.k8s.io"]
-    resources: ["leases"]
-    verbs: ["get", "create", "update", "patch"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: vigil-speaker-keyring
-  namespace: metallb-system
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: vigil-speaker-keyring
-subjects:
-  - kind: ServiceAccount
-    name: speaker
-    namespace: metallb-system
-"#;
+/// The pool the VIP comes from, announced on eth0 (our own configuration objects: MetalLB's
+/// API, in our words).
+const POOL: &str = "198.18.0.200-198.18.0.209";
 /// Bounds on the waits (generous: two shared cores).
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 const FAILOVER_LIMIT: Duration = Duration::from_secs(30);
 
-/// The lab, its speakers, their settings and their hosts' MACs.
-type Cluster = (KubeLab, Vec<VigilSpeaker>, Vec<SpeakerConfig>, Vec<String>);
-
-/// One `vigil speaker` process on a lab host, killed (SIGKILL) when dropped.
-struct VigilSpeaker {
-    node: String,
-    child: Option<Child>,
-    log: PathBuf,
+/// The `vigil` binary under test.
+fn vigil() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_vigil"))
 }
 
-impl VigilSpeaker {
-    /// `vigil controller` in the control plane's namespace, with the admin's kubeconfig
-    /// (vigil's controller elects on a Lease, which MetalLB's controller role does not cover).
-    fn start_controller(lab: &KubeLab) -> Self {
-        let dir = lab.cp().work_dir().join("vigil").join("controller");
-        std::fs::create_dir_all(&dir).expect("controller dir");
-        let log = dir.join("controller.log");
-        let stderr = std::fs::File::create(&log).expect("log file");
-        let child = Command::new("ip")
-            .args(["netns", "exec", lab.cp().ns()])
-            .arg(env!("CARGO_BIN_EXE_vigil"))
-            .arg("controller")
-            .arg(format!(
-                "--kubeconfig={}",
-                lab.cp().kubeconfig_path().display()
-            ))
-            .arg(format!("--namespace={METALLB_NAMESPACE}"))
-            .arg("--identity=controller-0")
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start vigil controller");
-        Self {
-            node: "controller".into(),
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn start(
-        lab: &KubeLab,
-        config: &SpeakerConfig,
-        kubeconfig: &Path,
-        key: &MemberlistKey,
-        extra_args: &[String],
-    ) -> Self {
-        let dir = lab.cp().work_dir().join("vigil").join(&config.node);
-        let key_dir = dir.join("memberlist-key");
-        std::fs::create_dir_all(&key_dir).expect("speaker dir");
-        std::fs::write(key_dir.join("secretkey"), key.as_str()).expect("key file");
-        let log = dir.join("speaker.log");
-        let stderr = std::fs::File::create(&log).expect("log file");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &lab.bridge().ns(&config.host)])
-            .arg(env!("CARGO_BIN_EXE_vigil"))
-            .arg("speaker")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--namespace={}", config.namespace))
-            .arg(format!("--node-name={}", config.node))
-            .arg(format!("--pod-name={}", config.pod_name()))
-            .arg(format!("--ml-bindaddr={}", config.ip))
-            .arg(format!("--ml-bindport={}", config.memberlist_port))
-            .arg(format!("--ml-labels={}", metallb::speaker_label_selector()))
-            .arg(format!("--ml-secret-key-path={}", key_dir.display()))
-            .args((!extra_args.iter().any(|a| a.starts_with("--port="))).then_some("--port=0"))
-            .arg("--log-level=info")
-            .args(extra_args)
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start vigil speaker");
-        Self {
-            node: config.node.clone(),
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn check_running(&mut self) {
-        if let Some(child) = &mut self.child
-            && let Some(status) = child.try_wait().expect("try_wait")
-        {
-            panic!(
-                "vigil speaker {} exited ({status}); log ends:\n{}",
-                self.node,
-                self.log_tail(30)
-            );
-        }
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGTERM and wait (bounded): whether it exited by itself.
-    fn stop(&mut self) -> bool {
-        let Some(mut child) = self.child.take() else {
-            return false;
-        };
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if let Ok(Some(_)) = child.try_wait() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
-    }
-}
-
-impl Drop for VigilSpeaker {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
-    let bridge = lab.bridge_mut();
-    bridge.add_namespace(host);
-    bridge.plug(host, "eth0");
-    bridge.ip(host, &["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
-}
-
-/// The lab with MetalLB's CRDs, RBAC, namespace and Secret, the speakers' Nodes and Pods,
-/// the pool and advertisement, and Service `smoke/web` at [`VIP`] with ready endpoints on
-/// every node; then the three vigil speakers. Returns the speakers, their configs and MACs.
-fn start_cluster(test: &str, tag: &str, allocate: Allocate) -> Option<Cluster> {
+/// The cluster with three speakers, MetalLB's RBAC plus the key acknowledgement Role, the pool
+/// and advertisement, and Service `smoke/web` at [`VIP`] with ready endpoints on every node;
+/// then the three vigil speakers (and, with [`Allocate::VigilController`], the controller,
+/// last). `None` when the test must skip.
+fn start_cluster(test: &str, tag: &str, allocate: Allocate) -> Option<(Cluster, Vec<LabProcess>)> {
     start_cluster_with(test, tag, allocate, |_, _| Vec::new())
 }
 
@@ -235,83 +51,28 @@ fn start_cluster_with(
     tag: &str,
     allocate: Allocate,
     extra_args: impl Fn(&SpeakerConfig, &Path) -> Vec<String>,
-) -> Option<Cluster> {
-    if !vigil_netlab::root_or_skip(test) {
-        return None;
-    }
-    let cp_config = ControlPlaneConfig {
-        tokens: metallb::metallb_service_account_tokens(),
-        ..ControlPlaneConfig::default()
-    };
-    let mut lab = KubeLab::start(tag, test, cp_config)?;
-    let configs: Vec<SpeakerConfig> = SPEAKERS
-        .iter()
-        .map(|(host, node, ip)| SpeakerConfig::new(host, node, IpAddr::from(*ip)))
-        .collect();
-    for (host, _, ip) in SPEAKERS {
-        plug(&mut lab, host, Ipv4Addr::from(ip));
-    }
-    plug(&mut lab, "client", CLIENT_IP);
-    let macs: Vec<String> = configs
-        .iter()
-        .map(|c| lab.bridge().mac(&c.host, "eth0"))
-        .collect();
-    let client = lab.cp().client().expect("admin client");
-    let key = MemberlistKey::random().expect("a memberlist key");
-    let kubeconfigs = metallb::write_metallb_kubeconfigs(lab.cp()).expect("MetalLB kubeconfigs");
-    lab.cp().block_on(async {
-        metallb::install_metallb(&client, METALLB_NAMESPACE, &key)
-            .await
-            .expect("install MetalLB's CRDs, namespace and Secret");
-        metallb::install_metallb_rbac(&client)
-            .await
-            .expect("MetalLB's RBAC");
-        apply_yaml(&client, "key acknowledgement RBAC", KEY_ACK_RBAC)
-            .await
-            .expect("the speakers' key acknowledgement Role");
-        metallb::register_speakers(&client, &configs)
-            .await
-            .expect("speaker Nodes and Pods");
-        apply_yaml(&client, "pool and L2Advertisement", POOL_AND_AD)
-            .await
-            .expect("apply the pool and the L2Advertisement");
-        ensure_namespace(&client, "smoke").await.expect("namespace");
-        create_service(&client, &TestService::load_balancer("smoke", "web"))
-            .await
-            .expect("service");
-        let mut slice = TestSlice::for_service("smoke", "web");
-        for (i, config) in configs.iter().enumerate() {
-            let endpoint = IpAddr::from([198, 18, 1, 10 + u8::try_from(i).unwrap()]);
-            slice = slice.endpoint(TestEndpoint::ready(endpoint, &config.node));
-        }
-        create_endpoint_slice(&client, &slice)
-            .await
-            .expect("endpoint slice");
-        if allocate == Allocate::VigilController {
-            return;
-        }
+) -> Option<(Cluster, Vec<LabProcess>)> {
+    let c = Cluster::start(test, tag, &ClusterSpec::nodes(3))?;
+    c.apply("key acknowledgement RBAC", KEY_ACK_RBAC);
+    c.apply("pool and L2Advertisement", &pool_yaml(&[POOL], &["eth0"]));
+    c.namespace("smoke");
+    let mut web = LbService::new("smoke", "web").endpoints_on(&c.nodes(), 10);
+    if allocate == Allocate::Test {
         // What a controller would write: the IP, through the status subresource.
-        let services: Api<Service> = Api::namespaced(client.clone(), "smoke");
-        let status = serde_json::json!({
-            "status": { "loadBalancer": { "ingress": [ { "ip": VIP.to_string() } ] } }
-        });
-        services
-            .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("write status.loadBalancer.ingress");
-    });
-    let mut speakers: Vec<VigilSpeaker> = configs
-        .iter()
-        .map(|c| {
-            let dir = lab.cp().work_dir().join("vigil").join(&c.node);
-            std::fs::create_dir_all(&dir).expect("speaker dir");
-            let extra = extra_args(c, &dir);
-            VigilSpeaker::start(&lab, c, &kubeconfigs.speaker, &key, &extra)
+        web = web.ingress(&[IpAddr::V4(VIP)]);
+    }
+    c.add_service(&web);
+    let mut speakers: Vec<LabProcess> = (0..c.speakers.len())
+        .map(|i| {
+            let extra = extra_args(&c.speakers[i], &c.dir(&c.speakers[i].node));
+            c.vigil_speaker(vigil(), i, &extra)
         })
         .collect();
     if allocate == Allocate::VigilController {
-        let mut controller = VigilSpeaker::start_controller(&lab);
-        let ingress = wait_ingress(&lab, &mut controller);
+        let mut controller = c.vigil_controller(vigil(), "controller-0", &[]);
+        let ingress = c.wait_ingress("smoke", "web", SETTLE_LIMIT, || {
+            controller.check_running();
+        });
         assert_eq!(
             ingress,
             Some(IpAddr::V4(VIP)),
@@ -320,7 +81,7 @@ fn start_cluster_with(
         );
         speakers.push(controller);
     }
-    Some((lab, speakers, configs, macs))
+    Some((c, speakers))
 }
 
 /// Who writes the Service's ingress IP.
@@ -332,87 +93,49 @@ enum Allocate {
     VigilController,
 }
 
-/// The first ingress IP of smoke/web, once there is one (bounded).
-fn wait_ingress(lab: &KubeLab, controller: &mut VigilSpeaker) -> Option<IpAddr> {
-    let services: Api<Service> = Api::namespaced(lab.cp().client().expect("admin client"), "smoke");
-    let end = Instant::now() + SETTLE_LIMIT;
-    while Instant::now() < end {
-        controller.check_running();
-        let svc = lab
-            .cp()
-            .block_on(services.get("web"))
-            .expect("get the service");
-        let ip = svc
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .and_then(|ingress| ingress.into_iter().find_map(|i| i.ip));
-        if let Some(ip) = ip {
-            return Some(ip.parse().expect("an IP in status.loadBalancer.ingress"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    None
-}
-
-/// Asks until only `mac` answers (or `limit` passes); the last answers.
+/// Asks for `ip` until only `node` answers (or `limit` passes), checking the processes
+/// between questions; the last answers.
 fn wait_only(
-    lab: &KubeLab,
-    speakers: &mut [VigilSpeaker],
-    mac: &str,
+    c: &Cluster,
+    processes: &mut [LabProcess],
+    ip: Ipv4Addr,
+    node: &str,
     limit: Duration,
 ) -> Vec<vigil_kubelab::ArpAnswer> {
-    let ns = lab.bridge().ns("client");
-    let end = Instant::now() + limit;
-    loop {
-        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(200))
-            .expect("ask ARP from the client");
-        if (!answers.is_empty() && answers.iter().all(|a| a.mac == mac)) || Instant::now() > end {
-            return answers;
-        }
-        for s in speakers.iter_mut() {
-            s.check_running();
-        }
-    }
+    c.wait_only(ip, c.mac(node), limit, || {
+        processes.iter_mut().for_each(LabProcess::check_running);
+    })
 }
 
-fn logs(speakers: &[VigilSpeaker]) -> String {
-    speakers
+/// Whether `answers` come from `node` alone.
+fn only(c: &Cluster, answers: &[vigil_kubelab::ArpAnswer], node: &str) -> bool {
+    !answers.is_empty() && answers.iter().all(|a| a.mac == c.mac(node))
+}
+
+fn logs(processes: &[LabProcess]) -> String {
+    processes
         .iter()
-        .map(|s| format!("--- {}\n{}", s.node, s.log_tail(20)))
+        .map(|p| format!("--- {}\n{}", p.name(), p.log_tail(20)))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 /// Waits until a ServiceL2Status names `node` for smoke/web on eth0; all statuses seen.
-fn wait_status(lab: &KubeLab, node: &str) -> Vec<metallb::L2Status> {
-    let client = lab.cp().client().expect("admin client");
-    let expected = metallb::L2Status {
+fn wait_status(c: &Cluster, node: &str) -> Vec<L2Status> {
+    let expected = L2Status {
         node: node.to_string(),
         service_namespace: "smoke".to_string(),
         service_name: "web".to_string(),
         interfaces: vec!["eth0".to_string()],
     };
-    lab.cp().block_on(async {
-        let end = Instant::now() + SETTLE_LIMIT;
-        loop {
-            let statuses = metallb::l2_statuses(&client, METALLB_NAMESPACE)
-                .await
-                .expect("list ServiceL2Status");
-            if statuses.contains(&expected) || Instant::now() > end {
-                break statuses;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
+    c.wait_l2_statuses(SETTLE_LIMIT, |statuses| statuses.contains(&expected))
 }
 
 /// Waits until a `nodeAssigned` Event on smoke/web names `node`; the messages seen.
-fn wait_node_assigned(lab: &KubeLab, node: &str) -> Vec<String> {
-    let client = lab.cp().client().expect("admin client");
-    let events: Api<Event> = Api::namespaced(client, "smoke");
+fn wait_node_assigned(c: &Cluster, node: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(c.client().clone(), "smoke");
     let wanted = format!("announcing from node \"{node}\" with protocol \"layer2\"");
-    lab.cp().block_on(async {
+    c.block_on(async {
         let end = Instant::now() + SETTLE_LIMIT;
         loop {
             let list = events
@@ -428,15 +151,17 @@ fn wait_node_assigned(lab: &KubeLab, node: &str) -> Vec<String> {
     })
 }
 
+/// MetalLB's namespaced objects of `kind` (`plural`), through the admin client.
+fn metallb_api(c: &Cluster, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("metallb.io", "v1beta1", kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    Api::namespaced_with(c.client().clone(), METALLB_NAMESPACE, &resource)
+}
+
 /// `Kind/name` of the owners of `node`'s ServiceL2Status objects.
-fn status_owners(lab: &KubeLab, node: &str) -> Vec<String> {
-    let client = lab.cp().client().expect("admin client");
-    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "ServiceL2Status");
-    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "servicel2statuses");
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
-    let list = lab
-        .cp()
+fn status_owners(c: &Cluster, node: &str) -> Vec<String> {
+    let api = metallb_api(c, "ServiceL2Status", "servicel2statuses");
+    let list = c
         .block_on(api.list(&ListParams::default().labels(&format!("metallb.io/node={node}"))))
         .expect("list ServiceL2Status");
     list.items
@@ -446,64 +171,26 @@ fn status_owners(lab: &KubeLab, node: &str) -> Vec<String> {
         .collect()
 }
 
-/// `status.result` of ConfigurationState `speaker-<node>`, once it is set (bounded).
-fn wait_configuration_result(lab: &KubeLab, node: &str) -> Option<String> {
-    let client = lab.cp().client().expect("admin client");
-    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "ConfigurationState");
-    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "configurationstates");
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
-    lab.cp().block_on(async {
-        let end = Instant::now() + SETTLE_LIMIT;
-        loop {
-            let result = api
-                .get_opt(&format!("speaker-{node}"))
-                .await
-                .expect("get ConfigurationState")
-                .and_then(|o| o.data["status"]["result"].as_str().map(str::to_string));
-            if result.is_some() || Instant::now() > end {
-                break result;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-}
-
-/// The first node MetalLB's election ranks for [`VIP`] among `nodes`.
-fn first(nodes: &[&str]) -> String {
-    vigil_lb::rank(nodes.iter().copied(), IpAddr::V4(VIP))[0].to_string()
-}
-
 /// SIGKILLs the owner and waits for the next node to answer alone; prints the outage.
 fn kill_owner_and_wait(
     test: &str,
-    lab: &KubeLab,
-    speakers: &mut [VigilSpeaker],
-    configs: &[SpeakerConfig],
-    macs: &[String],
+    c: &Cluster,
+    speakers: &mut [LabProcess],
     owner: &str,
 ) -> String {
-    let owner_index = configs.iter().position(|c| c.node == owner).expect("owner");
-    let rest: Vec<&str> = configs
-        .iter()
-        .map(|c| c.node.as_str())
-        .filter(|n| *n != owner)
-        .collect();
-    let next = first(&rest);
-    let next_index = configs.iter().position(|c| c.node == next).expect("next");
+    let rest: Vec<&str> = c.nodes().into_iter().filter(|n| *n != owner).collect();
+    let next = metallb_first(&rest, IpAddr::V4(VIP)).expect("another node");
     let killed_at = Instant::now();
-    speakers[owner_index].kill();
-    let ns = lab.bridge().ns("client");
+    speakers[c.index(owner)].kill();
     let end = killed_at + FAILOVER_LIMIT;
     let (mut asked, mut unanswered) = (0u32, 0u32);
     let answered = loop {
-        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(20))
-            .expect("ask ARP from the client");
+        let answers = c.arp(VIP, Duration::from_millis(20));
         asked += 1;
         if answers.is_empty() {
             unanswered += 1;
         }
-        if answers.iter().any(|a| a.mac == macs[next_index]) {
+        if answers.iter().any(|a| a.mac == c.mac(&next)) {
             break Some(killed_at.elapsed());
         }
         if Instant::now() > end {
@@ -516,9 +203,9 @@ fn kill_owner_and_wait(
             logs(speakers)
         );
     };
-    let settled = wait_only(lab, speakers, &macs[next_index], SETTLE_LIMIT);
+    let settled = wait_only(c, speakers, VIP, &next, SETTLE_LIMIT);
     assert!(
-        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[next_index]),
+        only(c, &settled, &next),
         "{test}: after the kill expected only {next} to answer, got {settled:?}"
     );
     eprintln!(
@@ -532,22 +219,19 @@ fn kill_owner_and_wait(
 fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
     const TEST: &str = "vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill";
     let started = Instant::now();
-    let Some((lab, mut speakers, configs, macs)) = start_cluster(TEST, "vk-spk", Allocate::Test)
-    else {
+    let Some((c, mut speakers)) = start_cluster(TEST, "vk-spk", Allocate::Test) else {
         return;
     };
-    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
-    let owner = first(&nodes);
-    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
-    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    let owner = c.first(IpAddr::V4(VIP));
+    let settled = wait_only(&c, &mut speakers, VIP, &owner, SETTLE_LIMIT);
     assert!(
-        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        only(&c, &settled, &owner),
         "{VIP}: expected only {owner} ({}) to answer, got {settled:?}; logs:\n{}",
-        macs[owner_index],
+        c.mac(&owner),
         logs(&speakers)
     );
     let settled_at = started.elapsed();
-    let statuses = wait_status(&lab, &owner);
+    let statuses = wait_status(&c, &owner);
     assert!(
         statuses
             .iter()
@@ -561,28 +245,27 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
     );
 
     assert_eq!(
-        status_owners(&lab, &owner),
+        status_owners(&c, &owner),
         [format!("Pod/speaker-{owner}")],
         "the owner's ServiceL2Status is owned by its speaker Pod"
     );
     // Every speaker reports the configuration Valid in its ConfigurationState, as MetalLB's do.
-    for node in &nodes {
-        let result = wait_configuration_result(&lab, node);
+    for node in c.nodes() {
+        let (result, summary) = wait_configuration(&c, node, |r, _| !r.is_empty());
         assert_eq!(
-            result.as_deref(),
-            Some("Valid"),
-            "ConfigurationState speaker-{node}"
+            result, "Valid",
+            "ConfigurationState speaker-{node}: {summary}"
         );
     }
-    let messages = wait_node_assigned(&lab, &owner);
+    let messages = wait_node_assigned(&c, &owner);
     assert!(
         messages.iter().any(|m| m.contains(&format!("{owner:?}"))),
         "no nodeAssigned event naming {owner}: {messages:?}; logs:\n{}",
         logs(&speakers)
     );
 
-    let next = kill_owner_and_wait(TEST, &lab, &mut speakers, &configs, &macs, &owner);
-    let statuses = wait_status(&lab, &next);
+    let next = kill_owner_and_wait(TEST, &c, &mut speakers, &owner);
+    let statuses = wait_status(&c, &next);
     assert!(
         statuses.iter().any(|s| s.node == next),
         "no ServiceL2Status naming {next} after the failover: {statuses:?}"
@@ -590,19 +273,23 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
     // Everything above ran under MetalLB's own speaker RBAC plus the key acknowledgement
     // Lease Role: nothing vigil asked was refused.
     for s in &speakers {
-        let log = std::fs::read_to_string(&s.log).unwrap_or_default();
+        let log = s.log_text();
         let refused: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
         assert!(
             refused.is_empty(),
             "{}: requests refused by MetalLB's RBAC:\n{}",
-            s.node,
+            s.name(),
             refused.join("\n")
         );
     }
     for s in &mut speakers {
-        if s.child.is_some() {
+        if s.running() {
             s.check_running();
-            assert!(s.stop(), "vigil speaker {} stops on SIGTERM", s.node);
+            assert!(
+                s.terminate(Duration::from_secs(10)).is_some(),
+                "vigil speaker {} stops on SIGTERM",
+                s.name()
+            );
         }
     }
     eprintln!(
@@ -614,34 +301,29 @@ fn vigil_speakers_elect_as_metallb_and_fail_over_on_sigkill() {
 #[test]
 fn vigil_speakers_fail_over_while_the_api_server_is_paused() {
     const TEST: &str = "vigil_speakers_fail_over_while_the_api_server_is_paused";
-    let Some((mut lab, mut speakers, configs, macs)) =
-        start_cluster(TEST, "vk-spp", Allocate::Test)
-    else {
+    let Some((mut c, mut speakers)) = start_cluster(TEST, "vk-spp", Allocate::Test) else {
         return;
     };
-    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
-    let owner = first(&nodes);
-    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
-    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    let owner = c.first(IpAddr::V4(VIP));
+    let settled = wait_only(&c, &mut speakers, VIP, &owner, SETTLE_LIMIT);
     assert!(
-        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        only(&c, &settled, &owner),
         "expected only {owner} to answer, got {settled:?}; logs:\n{}",
         logs(&speakers)
     );
-    lab.cp_mut().pause();
-    let next = kill_owner_and_wait(TEST, &lab, &mut speakers, &configs, &macs, &owner);
-    lab.cp_mut().resume();
+    c.lab.cp_mut().pause();
+    let next = kill_owner_and_wait(TEST, &c, &mut speakers, &owner);
+    c.lab.cp_mut().resume();
     // After the API server is back, the survivors' caches resume and the answer stays right.
-    let next_index = nodes.iter().position(|n| *n == next).expect("next");
-    let statuses = wait_status(&lab, &next);
+    let statuses = wait_status(&c, &next);
     assert!(
         statuses.iter().any(|s| s.node == next),
         "no ServiceL2Status naming {next} once the API server is back: {statuses:?}; logs:\n{}",
         logs(&speakers)
     );
-    let after = wait_only(&lab, &mut speakers, &macs[next_index], SETTLE_LIMIT);
+    let after = wait_only(&c, &mut speakers, VIP, &next, SETTLE_LIMIT);
     assert!(
-        !after.is_empty() && after.iter().all(|a| a.mac == macs[next_index]),
+        only(&c, &after, &next),
         "after the API server resumed expected only {next}, got {after:?}"
     );
 }
@@ -650,80 +332,33 @@ fn vigil_speakers_fail_over_while_the_api_server_is_paused() {
 fn vigil_controller_allocates_and_vigil_speakers_announce() {
     const TEST: &str = "vigil_controller_allocates_and_vigil_speakers_announce";
     let started = Instant::now();
-    let Some((lab, mut speakers, configs, macs)) =
-        start_cluster(TEST, "vk-spc", Allocate::VigilController)
-    else {
+    let Some((c, mut speakers)) = start_cluster(TEST, "vk-spc", Allocate::VigilController) else {
         return;
     };
-    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
-    let owner = first(&nodes);
-    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
-    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    let owner = c.first(IpAddr::V4(VIP));
+    let settled = wait_only(&c, &mut speakers, VIP, &owner, SETTLE_LIMIT);
     assert!(
-        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        only(&c, &settled, &owner),
         "expected only {owner} to answer for the allocated {VIP}, got {settled:?}; logs:\n{}",
         logs(&speakers)
     );
-    let statuses = wait_status(&lab, &owner);
+    let statuses = wait_status(&c, &owner);
     assert!(
         statuses.iter().any(|s| s.node == owner),
         "no ServiceL2Status naming {owner}: {statuses:?}"
     );
     for s in &mut speakers {
         s.check_running();
-        assert!(s.stop(), "{} stops on SIGTERM", s.node);
+        assert!(
+            s.terminate(Duration::from_secs(10)).is_some(),
+            "{} stops on SIGTERM",
+            s.name()
+        );
     }
     eprintln!(
         "{TEST}: allocated and answered by {owner}; total {:?}",
         started.elapsed()
     );
-}
-
-/// Adds Service `smoke/<name>` at `ip` with ready endpoints on every node.
-fn add_service(lab: &KubeLab, configs: &[SpeakerConfig], name: &str, ip: Ipv4Addr) {
-    let client = lab.cp().client().expect("admin client");
-    lab.cp().block_on(async {
-        create_service(&client, &TestService::load_balancer("smoke", name))
-            .await
-            .expect("service");
-        let mut slice = TestSlice::for_service("smoke", name);
-        for (i, config) in configs.iter().enumerate() {
-            let endpoint = IpAddr::from([198, 18, 1, 20 + u8::try_from(i).unwrap()]);
-            slice = slice.endpoint(TestEndpoint::ready(endpoint, &config.node));
-        }
-        create_endpoint_slice(&client, &slice)
-            .await
-            .expect("endpoint slice");
-        let services: Api<Service> = Api::namespaced(client.clone(), "smoke");
-        let status = serde_json::json!({
-            "status": { "loadBalancer": { "ingress": [ { "ip": ip.to_string() } ] } }
-        });
-        services
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("write status.loadBalancer.ingress");
-    });
-}
-
-/// Asks for `ip` until `mac` alone answers (bounded by [`SETTLE_LIMIT`]); the last answers.
-fn wait_only_for(
-    lab: &KubeLab,
-    speakers: &mut [VigilSpeaker],
-    ip: Ipv4Addr,
-    mac: &str,
-) -> Vec<vigil_kubelab::ArpAnswer> {
-    let ns = lab.bridge().ns("client");
-    let end = Instant::now() + SETTLE_LIMIT;
-    loop {
-        let answers = arp_ask(&ns, "eth0", CLIENT_IP, ip, Duration::from_millis(200))
-            .expect("ask ARP from the client");
-        if (!answers.is_empty() && answers.iter().all(|a| a.mac == mac)) || Instant::now() > end {
-            return answers;
-        }
-        for s in speakers.iter_mut() {
-            s.check_running();
-        }
-    }
 }
 
 /// MetalLB's `excludel2.yaml` is a list of regular expressions searched anywhere in the
@@ -734,8 +369,9 @@ fn wait_only_for(
 #[test]
 fn an_interface_excludel2_names_gets_no_arp_answer() {
     const TEST: &str = "an_interface_excludel2_names_gets_no_arp_answer";
-    let nodes: Vec<&str> = SPEAKERS.iter().map(|(_, n, _)| *n).collect();
-    let owner = first(&nodes);
+    // Speaker hosts 0..3 are node-a, node-b, node-c (`cluster::speaker_host`).
+    let nodes = ["node-a", "node-b", "node-c"];
+    let owner = metallb_first(&nodes, IpAddr::V4(VIP)).expect("an owner");
     let shipped = format!(
         "announcedInterfacesToExclude: {:?}\n",
         vigil_k8s::excludel2::DEFAULT_EXCLUDES
@@ -745,9 +381,9 @@ fn an_interface_excludel2_names_gets_no_arp_answer() {
         std::fs::write(&path, text).expect("excludel2.yaml");
         vec![format!("--excludel2={}", path.display())]
     };
-    let Some((lab, mut speakers, configs, macs)) =
-        start_cluster_with(TEST, "vk-spx", Allocate::Test, |c, dir| {
-            if c.node == owner {
+    let Some((c, mut speakers)) =
+        start_cluster_with(TEST, "vk-spx", Allocate::Test, |config, dir| {
+            if config.node == owner {
                 write(dir, "announcedInterfacesToExclude:\n  - th0\n")
             } else {
                 write(dir, &shipped)
@@ -756,29 +392,30 @@ fn an_interface_excludel2_names_gets_no_arp_answer() {
     else {
         return;
     };
-    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
+    assert_eq!(c.nodes(), nodes, "the cluster's node names");
     // A second VIP whose first-ranked node is another one proves the cluster answers.
     let (other_ip, other_owner) = (201..=209)
         .map(|d| Ipv4Addr::new(198, 18, 0, d))
-        .map(|ip| (ip, vigil_lb::rank(nodes.iter().copied(), IpAddr::V4(ip))[0]))
+        .map(|ip| (ip, c.first(IpAddr::V4(ip))))
         .find(|(_, o)| *o != owner)
         .expect("a VIP another node owns");
-    add_service(&lab, &configs, "other", other_ip);
-    let other_index = nodes.iter().position(|n| *n == other_owner).expect("index");
-    let answers = wait_only_for(&lab, &mut speakers, other_ip, &macs[other_index]);
+    c.add_service(
+        &LbService::new("smoke", "other")
+            .endpoints_on(&c.nodes(), 20)
+            .ingress(&[IpAddr::V4(other_ip)]),
+    );
+    let answers = wait_only(&c, &mut speakers, other_ip, &other_owner, SETTLE_LIMIT);
     assert!(
-        !answers.is_empty() && answers.iter().all(|a| a.mac == macs[other_index]),
+        only(&c, &answers, &other_owner),
         "{other_ip}: expected {other_owner} alone, got {answers:?}; logs:\n{}",
         logs(&speakers)
     );
     // A node that answered before it heard the owner hands over for at most a second
     // (nobody claims the VIP): then ten questions in a row must go unanswered.
-    let ns = lab.bridge().ns("client");
     let (mut silent, mut heard) = (0, Vec::new());
     let end = Instant::now() + SETTLE_LIMIT;
     while silent < 10 && Instant::now() < end {
-        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(200))
-            .expect("ask ARP from the client");
+        let answers = c.arp(VIP, Duration::from_millis(200));
         silent = if answers.is_empty() { silent + 1 } else { 0 };
         heard.extend(answers);
     }
@@ -789,26 +426,17 @@ fn an_interface_excludel2_names_gets_no_arp_answer() {
         logs(&speakers)
     );
     assert!(
-        heard.iter().all(|a| a.mac != macs[owner_index]),
+        heard.iter().all(|a| a.mac != c.mac(&owner)),
         "{owner} answered on its excluded eth0: {heard:?}"
     );
     // The same node with MetalLB's shipped list answers.
+    let owner_index = c.index(&owner);
     speakers[owner_index].kill();
-    let dir = lab.cp().work_dir().join("vigil").join(owner.as_str());
-    let key = MemberlistKey::new(
-        &std::fs::read_to_string(dir.join("memberlist-key").join("secretkey")).expect("key"),
-    );
-    let kubeconfigs = metallb::write_metallb_kubeconfigs(lab.cp()).expect("kubeconfigs");
-    speakers[owner_index] = VigilSpeaker::start(
-        &lab,
-        &configs[owner_index],
-        &kubeconfigs.speaker,
-        &key,
-        &write(&dir, &shipped),
-    );
-    let answers = wait_only_for(&lab, &mut speakers, VIP, &macs[owner_index]);
+    let extra = write(&c.dir(&owner), &shipped);
+    speakers[owner_index] = c.vigil_speaker(vigil(), owner_index, &extra);
+    let answers = wait_only(&c, &mut speakers, VIP, &owner, SETTLE_LIMIT);
     assert!(
-        !answers.is_empty() && answers.iter().all(|a| a.mac == macs[owner_index]),
+        only(&c, &answers, &owner),
         "{VIP}: expected {owner} alone once eth0 is no longer excluded, got {answers:?}; logs:\n{}",
         logs(&speakers)
     );
@@ -875,24 +503,12 @@ fn bad_speaker_files_stop_the_start_naming_the_field() {
 
 /// `/metrics` of the speaker at `ip:port`, fetched from the control plane's host (plain
 /// HTTP, as vigil serves it), parsed into `name{labels}` -> value.
-fn scrape(lab: &KubeLab, ip: IpAddr, port: u16) -> std::collections::BTreeMap<String, f64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let text = lab.cp().block_on(async {
-        let mut s = tokio::net::TcpStream::connect((ip, port))
-            .await
-            .expect("connect to /metrics");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .expect("ask /metrics");
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.expect("read /metrics");
-        out
-    });
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b)
-        .unwrap_or_default();
-    body.lines()
+fn scrape(c: &Cluster, ip: IpAddr, port: u16) -> BTreeMap<String, f64> {
+    let answer = http_get(c.lab.cp().ns(), SocketAddr::new(ip, port), "/metrics")
+        .unwrap_or_else(|e| panic!("GET /metrics at {ip}:{port}: {e}"));
+    answer
+        .body
+        .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| {
             let (name, value) = l.rsplit_once(' ')?;
@@ -904,16 +520,12 @@ fn scrape(lab: &KubeLab, ip: IpAddr, port: u16) -> std::collections::BTreeMap<St
 /// `status.result` and `status.errorSummary` of ConfigurationState `speaker-<node>` once
 /// `done` accepts them (bounded); the last seen.
 fn wait_configuration(
-    lab: &KubeLab,
+    c: &Cluster,
     node: &str,
     done: impl Fn(&str, &str) -> bool + Sync,
 ) -> (String, String) {
-    let client = lab.cp().client().expect("admin client");
-    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", "ConfigurationState");
-    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "configurationstates");
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
-    lab.cp().block_on(async {
+    let api = metallb_api(c, "ConfigurationState", "configurationstates");
+    c.block_on(async {
         let end = Instant::now() + SETTLE_LIMIT;
         loop {
             let status = api
@@ -932,14 +544,8 @@ fn wait_configuration(
     })
 }
 
-fn delete_metallb_object(lab: &KubeLab, plural: &str, kind: &str, name: &str) {
-    let client = lab.cp().client().expect("admin client");
-    let gvk = kube::api::GroupVersionKind::gvk("metallb.io", "v1beta1", kind);
-    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client, METALLB_NAMESPACE, &resource);
-    lab.cp()
-        .block_on(api.delete(name, &kube::api::DeleteParams::default()))
+fn delete_metallb_object(c: &Cluster, plural: &str, kind: &str, name: &str) {
+    c.block_on(metallb_api(c, kind, plural).delete(name, &DeleteParams::default()))
         .unwrap_or_else(|e| panic!("delete {kind} {name}: {e}"));
 }
 
@@ -970,12 +576,13 @@ fn metallb_metrics_and_half_valid_configurations() {
     let started = Instant::now();
     // One speaker that will not own the VIP gossips with MetalLB's memberlist config.json
     // (memberlist's LAN timing), the others with vigil's fast profile.
-    let all: Vec<&str> = SPEAKERS.iter().map(|(_, n, _)| *n).collect();
+    // Speaker hosts 0..3 are node-a, node-b, node-c (`cluster::speaker_host`).
+    let all = ["node-a", "node-b", "node-c"];
     let tuned = vigil_lb::rank(all.iter().copied(), IpAddr::V4(VIP))[2].to_string();
-    let Some((lab, mut speakers, configs, macs)) =
-        start_cluster_with(TEST, "vk-spm", Allocate::Test, |c, dir| {
+    let Some((c, mut speakers)) =
+        start_cluster_with(TEST, "vk-spm", Allocate::Test, |config, dir| {
             let mut args = vec![format!("--port={METRICS_PORT}")];
-            if c.node == tuned {
+            if config.node == tuned {
                 let file = dir.join("config.json");
                 std::fs::write(&file, MEMBERLIST_LAN_JSON).expect("config.json");
                 args.push(format!("--memberlist-config={}", file.display()));
@@ -985,12 +592,13 @@ fn metallb_metrics_and_half_valid_configurations() {
     else {
         return;
     };
-    let nodes: Vec<&str> = configs.iter().map(|c| c.node.as_str()).collect();
-    let owner = first(&nodes);
-    let owner_index = nodes.iter().position(|n| *n == owner).expect("owner");
-    let settled = wait_only(&lab, &mut speakers, &macs[owner_index], SETTLE_LIMIT);
+    assert_eq!(c.nodes(), all, "the cluster's node names");
+    let nodes = c.nodes();
+    let owner = c.first(IpAddr::V4(VIP));
+    let owner_index = c.index(&owner);
+    let settled = wait_only(&c, &mut speakers, VIP, &owner, SETTLE_LIMIT);
     assert!(
-        !settled.is_empty() && settled.iter().all(|a| a.mac == macs[owner_index]),
+        only(&c, &settled, &owner),
         "expected only {owner} to answer, got {settled:?}; logs:\n{}",
         logs(&speakers)
     );
@@ -1000,10 +608,10 @@ fn metallb_metrics_and_half_valid_configurations() {
         )
     };
     let per_ip = |name: &str| format!("{name}{{ip=\"{VIP}\"}}");
-    let scrape_all = || -> Vec<std::collections::BTreeMap<String, f64>> {
-        configs
+    let scrape_all = || -> Vec<BTreeMap<String, f64>> {
+        c.speakers
             .iter()
-            .map(|c| scrape(&lab, c.ip, METRICS_PORT))
+            .map(|s| scrape(&c, s.ip, METRICS_PORT))
             .collect()
     };
     let before = scrape_all();
@@ -1047,20 +655,18 @@ fn metallb_metrics_and_half_valid_configurations() {
     }
     let tuned_log = speakers
         .iter()
-        .find(|s| s.node == tuned)
-        .map(|s| std::fs::read_to_string(&s.log).unwrap_or_default())
+        .find(|s| s.name() == tuned)
+        .map(LabProcess::log_text)
         .unwrap_or_default();
     assert!(
         tuned_log.contains("\"event\":\"memberlist_config_loaded\""),
         "{tuned} gossips with its config.json; log:\n{tuned_log}"
     );
     // Real ARP questions: the owner counts each one it received and answered.
-    let ns = lab.bridge().ns("client");
     let mut answered = 0;
     for _ in 0..5 {
-        let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(200))
-            .expect("ask ARP from the client");
-        answered += usize::from(answers.iter().any(|a| a.mac == macs[owner_index]));
+        let answers = c.arp(VIP, Duration::from_millis(200));
+        answered += usize::from(answers.iter().any(|a| a.mac == c.mac(&owner)));
     }
     assert_eq!(answered, 5, "every question answered by {owner}");
     let after = scrape_all();
@@ -1093,22 +699,19 @@ fn metallb_metrics_and_half_valid_configurations() {
         );
     }
 
-    let client = lab.cp().client().expect("admin client");
     let apply = |what: &str, yaml: &str| {
-        lab.cp()
-            .block_on(apply_yaml(&client, what, yaml))
-            .unwrap_or_else(|e| panic!("apply {what}: {e}"));
+        c.apply(what, yaml);
     };
-    let still_owner = |case: &str, speakers: &mut [VigilSpeaker]| {
-        let answers = wait_only(&lab, speakers, &macs[owner_index], SETTLE_LIMIT);
+    let still_owner = |case: &str, speakers: &mut [LabProcess]| {
+        let answers = wait_only(&c, speakers, VIP, &owner, SETTLE_LIMIT);
         assert!(
-            !answers.is_empty() && answers.iter().all(|a| a.mac == macs[owner_index]),
+            only(&c, &answers, &owner),
             "{case}: the last good configuration keeps {VIP} on {owner}, got {answers:?}"
         );
     };
     let all_stale = |case: &str, want: f64| {
-        for (c, node) in configs.iter().zip(&nodes) {
-            let m = scrape(&lab, c.ip, METRICS_PORT);
+        for (s, node) in c.speakers.iter().zip(&nodes) {
+            let m = scrape(&c, s.ip, METRICS_PORT);
             assert_eq!(
                 m.get("metallb_k8s_client_config_stale_bool"),
                 Some(&want),
@@ -1118,7 +721,7 @@ fn metallb_metrics_and_half_valid_configurations() {
     };
     let all_valid = |case: &str| {
         for node in &nodes {
-            let (result, summary) = wait_configuration(&lab, node, |r, _| r == "Valid");
+            let (result, summary) = wait_configuration(&c, node, |r, _| r == "Valid");
             assert_eq!(result, "Valid", "{case} repaired: {node}: {summary}");
         }
     };
@@ -1146,7 +749,7 @@ spec: {addresses: ["198.18.0.192/27"]}
         apply(case, yaml);
         for node in &nodes {
             let (result, summary) =
-                wait_configuration(&lab, node, |r, s| r == "Invalid" && s.contains(reason));
+                wait_configuration(&c, node, |r, s| r == "Invalid" && s.contains(reason));
             assert!(
                 result == "Invalid" && summary.contains(reason),
                 "{case}: {node}: {result} {summary:?}; logs:\n{}",
@@ -1155,15 +758,15 @@ spec: {addresses: ["198.18.0.192/27"]}
         }
         all_stale(case, 1.0);
         still_owner(case, &mut speakers);
-        delete_metallb_object(&lab, "ipaddresspools", "IPAddressPool", name);
+        delete_metallb_object(&c, "ipaddresspools", "IPAddressPool", name);
         all_valid(case);
         // MetalLB's quirk: back to the configuration in force is "unchanged", so the stale
         // flag stays until another configuration is applied.
         all_stale(case, 1.0);
     }
     // A configuration that does not parse is no update error in MetalLB.
-    for (c, node) in configs.iter().zip(&nodes) {
-        let m = scrape(&lab, c.ip, METRICS_PORT);
+    for (s, node) in c.speakers.iter().zip(&nodes) {
+        let m = scrape(&c, s.ip, METRICS_PORT);
         assert_eq!(
             m.get("metallb_k8s_client_update_errors_total"),
             Some(&0.0),
@@ -1186,22 +789,22 @@ spec: {ipAddressPools: [no-such-pool]}
     still_owner("unknown pool", &mut speakers);
 
     // The announced IP's pool goes: the announcing speaker refuses, the others accept.
-    delete_metallb_object(&lab, "ipaddresspools", "IPAddressPool", "lab");
-    let (result, summary) = wait_configuration(&lab, &owner, |r, _| r == "Invalid");
+    delete_metallb_object(&c, "ipaddresspools", "IPAddressPool", "lab");
+    let (result, summary) = wait_configuration(&c, &owner, |r, _| r == "Invalid");
     assert!(
         result == "Invalid" && summary.contains("general handler sync state error"),
         "{owner} announces {VIP}: {result} {summary:?}"
     );
     for node in nodes.iter().filter(|n| **n != owner) {
-        let (result, summary) = wait_configuration(&lab, node, |r, _| r == "Valid");
+        let (result, summary) = wait_configuration(&c, node, |r, _| r == "Valid");
         assert_eq!(
             result, "Valid",
             "{node} announces nothing from lab: {summary}"
         );
     }
     still_owner("pool of the announced IP removed", &mut speakers);
-    for (i, (c, node)) in configs.iter().zip(&nodes).enumerate() {
-        let m = scrape(&lab, c.ip, METRICS_PORT);
+    for (i, (s, node)) in c.speakers.iter().zip(&nodes).enumerate() {
+        let m = scrape(&c, s.ip, METRICS_PORT);
         let refused = i == owner_index;
         // The others applied a new configuration: their stale flag from the repaired
         // cases above clears; the owner refused it.
@@ -1223,7 +826,7 @@ spec: {ipAddressPools: [no-such-pool]}
             );
         }
     }
-    apply("the pool back", POOL_AND_AD);
+    apply("the pool back", &pool_yaml(&[POOL], &["eth0"]));
     all_valid("pool back");
     all_stale("pool back", 0.0);
     still_owner("pool back", &mut speakers);
