@@ -8,85 +8,34 @@
 //! every live speaker sending with the new key. No duration is asserted; every wait is a
 //! bounded poll; the time one full rotation took on five nodes is printed.
 //!
-//! Lab: the API server on `cp` (198.18.0.2), speakers `a`..`e` (198.18.0.11-15), a client
-//! (198.18.0.100), one bridge; namespace prefixes `krota`, `krotb`. Root and the Go programs
+//! Lab: `vigil_kubelab::cluster`: the API server on `cp` (198.18.0.2), speakers `a`..`e`
+//! (198.18.0.11-15), a client (198.18.0.100), one bridge; namespace prefixes `krota`, `krotb`,
+//! `krotc`. Root and the Go programs
 //! are needed (skips otherwise, fails under `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`).
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use vigil_k8s::key_ack;
 use vigil_k8s::secret::{KEYRING_ENTRY, KeyringForm, Phase, SECRET_KEY_FILE, key_id};
-use vigil_kubelab::metallb::{
-    self, MEMBERLIST_SECRET, METALLB_NAMESPACE, MemberlistKey, SpeakerConfig,
+use vigil_kubelab::arp_ask;
+use vigil_kubelab::cluster::{
+    CLIENT, CLIENT4, Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, http_get, pool_yaml,
 };
-use vigil_kubelab::{
-    ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml, arp_ask,
-    create_endpoint_slice, create_service, ensure_namespace,
-};
+use vigil_kubelab::metallb::{self, MEMBERLIST_SECRET, METALLB_NAMESPACE};
 
-const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
 const VIP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 200);
-const SPEAKERS: [(&str, &str, [u8; 4]); 5] = [
-    ("a", "node-a", [198, 18, 0, 11]),
-    ("b", "node-b", [198, 18, 0, 12]),
-    ("c", "node-c", [198, 18, 0, 13]),
-    ("d", "node-d", [198, 18, 0, 14]),
-    ("e", "node-e", [198, 18, 0, 15]),
-];
-const POOL_AND_AD: &str = r#"
-apiVersion: metallb.io/v1beta1
-kind: IPAddressPool
-metadata:
-  name: lab
-  namespace: metallb-system
-spec:
-  addresses:
-    - 198.18.0.200-198.18.0.209
----
-apiVersion: metallb.io/v1beta1
-kind: L2Advertisement
-metadata:
-  name: lab
-  namespace: metallb-system
-spec:
-  ipAddressPools:
-    - lab
-"#;
-/// What a vigil speaker needs beyond MetalLB's speaker RBAC: its acknowledgement Lease.
-const ACK_RBAC: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: vigil-speaker-keyring
-  namespace: metallb-system
-rules:
-  - apiGroups: ["coordination.k8s.io"]
-    resources: ["leases"]
-    verbs: ["get", "create", "update", "patch"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: vigil-speaker-keyring
-  namespace: metallb-system
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: vigil-speaker-keyring
-subjects:
-  - kind: ServiceAccount
-    name: speaker
-    namespace: metallb-system
-"#;
+/// The pool the VIP comes from (advertised on every interface).
+const POOL: &str = "198.18.0.200-198.18.0.209";
+/// How many speaker hosts [`Rig::start`] runs.
+const NODES: usize = 5;
 /// One lab at a time: each runs six to seven busy processes, and CI has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -102,182 +51,43 @@ const METRICS_PORT: u16 = 7472;
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 const ROTATION_LIMIT: Duration = Duration::from_secs(90);
 
-/// One process on a lab host, SIGKILLed when dropped.
-struct Proc {
-    name: String,
-    child: Option<Child>,
-    log: PathBuf,
+/// The `vigil` binary under test.
+fn vigil() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_vigil"))
 }
 
-impl Proc {
-    fn spawn(name: &str, ns: &str, args: &[String], log: PathBuf) -> Self {
-        let stderr = std::fs::File::create(&log).expect("log file");
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(env!("CARGO_BIN_EXE_vigil"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        Self {
-            name: name.to_string(),
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let text = self.log_text();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn check_running(&mut self) {
-        if let Some(child) = &mut self.child
-            && let Some(status) = child.try_wait().expect("try_wait")
-        {
-            panic!(
-                "{} exited ({status}); log ends:\n{}",
-                self.name,
-                self.log_tail(30)
-            );
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGTERM, then SIGKILL after 10 s.
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// The lab, its speakers and what the tests look at.
+/// The cluster, its processes and what the tests look at.
 struct Rig {
-    speakers: Vec<Proc>,
-    controllers: Vec<Proc>,
-    configs: Vec<SpeakerConfig>,
-    macs: Vec<String>,
-    speaker_kubeconfig: PathBuf,
-    key: MemberlistKey,
+    speakers: Vec<LabProcess>,
+    controllers: Vec<LabProcess>,
     // Last: the lab goes after every process in it.
-    lab: KubeLab,
-}
-
-fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
-    let bridge = lab.bridge_mut();
-    bridge.add_namespace(host);
-    bridge.plug(host, "eth0");
-    bridge.ip(host, &["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
+    c: Cluster,
 }
 
 impl Rig {
-    /// MetalLB's CRDs, RBAC, namespace and Secret, the speakers' Nodes and Pods, the
-    /// acknowledgement Role, the pool, Service `smoke/web` at [`VIP`] with endpoints on
-    /// every node; then five vigil speakers, until exactly one answers for the VIP.
+    /// The cluster with [`NODES`] speaker hosts, MetalLB's objects, the acknowledgement Role,
+    /// the pool, Service `smoke/web` at [`VIP`] with endpoints on every node; then a vigil
+    /// speaker on each.
     fn start(test: &str, tag: &str) -> Option<Self> {
-        Self::start_some(test, tag, SPEAKERS.len(), SPEAKERS.len())
+        Self::start_some(test, tag, NODES, NODES)
     }
 
-    /// As [`Rig::start`] with the first `nodes` of [`SPEAKERS`] registered and the first
-    /// `vigil` of them running `vigil speaker` (the rest is for MetalLB's speaker).
+    /// As [`Rig::start`] with `nodes` speaker hosts, the first `vigil` of them running
+    /// `vigil speaker` (the rest is for MetalLB's speaker).
     fn start_some(test: &str, tag: &str, nodes: usize, vigil: usize) -> Option<Self> {
-        let cp_config = ControlPlaneConfig {
-            tokens: metallb::metallb_service_account_tokens(),
-            ..ControlPlaneConfig::default()
-        };
-        let mut lab = KubeLab::start(tag, test, cp_config)?;
-        let configs: Vec<SpeakerConfig> = SPEAKERS[..nodes]
-            .iter()
-            .map(|(host, node, ip)| SpeakerConfig::new(host, node, IpAddr::from(*ip)))
-            .collect();
-        for (host, _, ip) in &SPEAKERS[..nodes] {
-            plug(&mut lab, host, Ipv4Addr::from(*ip));
-        }
-        plug(&mut lab, "client", CLIENT_IP);
-        let macs = configs
-            .iter()
-            .map(|c| lab.bridge().mac(&c.host, "eth0"))
-            .collect();
-        let client = lab.cp().client().expect("admin client");
-        let key = MemberlistKey::random().expect("a memberlist key");
-        let kubeconfigs =
-            metallb::write_metallb_kubeconfigs(lab.cp()).expect("MetalLB kubeconfigs");
-        lab.cp().block_on(async {
-            metallb::install_metallb(&client, METALLB_NAMESPACE, &key)
-                .await
-                .expect("install MetalLB's CRDs, namespace and Secret");
-            metallb::install_metallb_rbac(&client)
-                .await
-                .expect("MetalLB's RBAC");
-            apply_yaml(&client, "acknowledgement RBAC", ACK_RBAC)
-                .await
-                .expect("the speakers' Lease Role");
-            metallb::register_speakers(&client, &configs)
-                .await
-                .expect("speaker Nodes and Pods");
-            apply_yaml(&client, "pool and L2Advertisement", POOL_AND_AD)
-                .await
-                .expect("apply the pool and the L2Advertisement");
-            ensure_namespace(&client, "smoke").await.expect("namespace");
-            create_service(&client, &TestService::load_balancer("smoke", "web"))
-                .await
-                .expect("service");
-            let mut slice = TestSlice::for_service("smoke", "web");
-            for (i, config) in configs.iter().enumerate() {
-                let endpoint = IpAddr::from([198, 18, 1, 10 + u8::try_from(i).unwrap()]);
-                slice = slice.endpoint(TestEndpoint::ready(endpoint, &config.node));
-            }
-            create_endpoint_slice(&client, &slice)
-                .await
-                .expect("endpoint slice");
-            let services: Api<Service> = Api::namespaced(client.clone(), "smoke");
-            let status = serde_json::json!({
-                "status": { "loadBalancer": { "ingress": [ { "ip": VIP.to_string() } ] } }
-            });
-            services
-                .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .expect("write status.loadBalancer.ingress");
-        });
+        let c = Cluster::start(test, tag, &ClusterSpec::nodes(nodes))?;
+        c.apply("acknowledgement RBAC", KEY_ACK_RBAC);
+        c.apply("pool and L2Advertisement", &pool_yaml(&[POOL], &[]));
+        c.namespace("smoke");
+        c.add_service(
+            &LbService::new("smoke", "web")
+                .endpoints_on(&c.nodes(), 10)
+                .ingress(&[IpAddr::V4(VIP)]),
+        );
         let mut rig = Self {
             speakers: Vec::new(),
             controllers: Vec::new(),
-            configs,
-            macs,
-            speaker_kubeconfig: kubeconfigs.speaker,
-            key,
-            lab,
+            c,
         };
         for i in 0..vigil {
             let speaker = rig.start_speaker(i);
@@ -286,45 +96,23 @@ impl Rig {
         Some(rig)
     }
 
-    fn start_speaker(&self, i: usize) -> Proc {
-        let config = &self.configs[i];
-        let dir = self.lab.cp().work_dir().join("vigil").join(&config.node);
-        let key_dir = dir.join("memberlist-key");
-        std::fs::create_dir_all(&key_dir).expect("speaker dir");
-        std::fs::write(key_dir.join("secretkey"), self.key.as_str()).expect("key file");
-        let log = dir.join(format!("speaker-{}.log", now_tag()));
+    /// `vigil speaker` on host `i` (a restart logs to a fresh file).
+    fn start_speaker(&self, i: usize) -> LabProcess {
         let args = [
-            "speaker".to_string(),
-            format!("--kubeconfig={}", self.speaker_kubeconfig.display()),
-            format!("--namespace={}", config.namespace),
-            format!("--node-name={}", config.node),
-            format!("--pod-name={}", config.pod_name()),
-            format!("--ml-bindaddr={}", config.ip),
-            format!("--ml-bindport={}", config.memberlist_port),
-            format!("--ml-labels={}", metallb::speaker_label_selector()),
-            format!("--ml-secret-key-path={}", key_dir.display()),
             format!("--ml-secret-name={MEMBERLIST_SECRET}"),
             "--key-ack-interval=1s".to_string(),
             format!("--port={METRICS_PORT}"),
             // MetalLB's memberlist timing: tolerant of a loaded machine's stalls, so a
             // suspicion here means keys, not CPU (the fast profile is tested elsewhere).
             "--profile=lan".to_string(),
-            "--log-level=info".to_string(),
         ];
-        let ns = self.lab.bridge().ns(&config.host);
-        Proc::spawn(&config.node, &ns, &args, log)
+        self.c.vigil_speaker(vigil(), i, &args)
     }
 
     /// `vigil controller` with a short rotation period, the admin's kubeconfig, on `cp`,
     /// serving `/metrics` on the control plane's address.
     fn start_controller(&mut self, identity: &str) {
-        let dir = self.lab.cp().work_dir().join("vigil").join(identity);
-        std::fs::create_dir_all(&dir).expect("controller dir");
         let args = [
-            "controller".to_string(),
-            format!("--kubeconfig={}", self.lab.cp().kubeconfig_path().display()),
-            format!("--namespace={METALLB_NAMESPACE}"),
-            format!("--identity={identity}"),
             format!("--ml-secret-name={MEMBERLIST_SECRET}"),
             "--key-rotation-period=4s".to_string(),
             "--key-rotation-settle=1s".to_string(),
@@ -333,64 +121,46 @@ impl Rig {
             "--lease-grace=1s".to_string(),
             format!("--metrics-addr={}", self.controller_metrics()),
         ];
-        let proc = Proc::spawn(
-            identity,
-            self.lab.cp().ns(),
-            &args,
-            dir.join("controller.log"),
-        );
-        self.controllers.push(proc);
+        let controller = self.c.vigil_controller(vigil(), identity, &args);
+        self.controllers.push(controller);
     }
 
-    fn controller_metrics(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::new(self.lab.cp().addr().ip(), METRICS_PORT)
+    fn controller_metrics(&self) -> SocketAddr {
+        SocketAddr::new(self.c.lab.cp().addr().ip(), METRICS_PORT)
     }
 
     fn check_running(&mut self) {
-        for p in self.speakers.iter_mut().chain(self.controllers.iter_mut()) {
-            if p.child.is_some() {
-                p.check_running();
-            }
-        }
+        check_running(&mut self.speakers, &mut self.controllers);
     }
 
     fn logs(&self) -> String {
         self.speakers
             .iter()
             .chain(&self.controllers)
-            .map(|p| format!("--- {}\n{}", p.name, p.log_tail(15)))
+            .map(|p| format!("--- {}\n{}", p.name(), p.log_tail(15)))
             .collect::<Vec<_>>()
             .join("\n")
     }
 
     /// The MAC that alone answers for the VIP, once one does (bounded).
     fn wait_single_owner(&mut self) -> String {
-        let ns = self.lab.bridge().ns("client");
-        let end = Instant::now() + SETTLE_LIMIT;
-        let mut last = Vec::new();
-        while Instant::now() < end {
-            self.check_running();
-            let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(300))
-                .expect("ask ARP from the client");
-            let macs: BTreeSet<String> = answers.iter().map(|a| a.mac.clone()).collect();
-            if macs.len() == 1 {
-                return macs.into_iter().next().expect("one MAC");
-            }
-            last = answers;
+        let Self {
+            speakers,
+            controllers,
+            c,
+        } = self;
+        match c.wait_single_answer(VIP, SETTLE_LIMIT, || check_running(speakers, controllers)) {
+            Ok(node) => c.mac(&node).to_string(),
+            Err(last) => panic!("no single owner for {VIP}: {last:?}\n{}", self.logs()),
         }
-        panic!("no single owner for {VIP}: {last:?}\n{}", self.logs());
     }
 
     /// The Secret's keyring entry (`None` before the first rotation writes one) and
     /// `secretkey`.
     fn keyring(&self) -> (Option<KeyringForm>, String) {
-        let secrets: Api<Secret> = Api::namespaced(
-            self.lab.cp().client().expect("admin client"),
-            METALLB_NAMESPACE,
-        );
+        let secrets: Api<Secret> = Api::namespaced(self.c.client().clone(), METALLB_NAMESPACE);
         let secret = self
-            .lab
-            .cp()
+            .c
             .block_on(secrets.get(MEMBERLIST_SECRET))
             .expect("get the memberlist Secret");
         let data = secret.data.unwrap_or_default();
@@ -425,13 +195,9 @@ impl Rig {
 
     /// The speakers' acknowledgements.
     fn acks(&self) -> Vec<key_ack::Acknowledgement> {
-        let leases: Api<Lease> = Api::namespaced(
-            self.lab.cp().client().expect("admin client"),
-            METALLB_NAMESPACE,
-        );
+        let leases: Api<Lease> = Api::namespaced(self.c.client().clone(), METALLB_NAMESPACE);
         let list = self
-            .lab
-            .cp()
+            .c
             .block_on(leases.list(&ListParams::default()))
             .expect("list Leases");
         list.items.iter().filter_map(key_ack::from_lease).collect()
@@ -444,8 +210,8 @@ impl Rig {
         let running: BTreeSet<String> = self
             .speakers
             .iter()
-            .filter(|p| p.child.is_some())
-            .map(|p| p.name.clone())
+            .filter(|p| p.running())
+            .map(|p| p.name().to_string())
             .collect();
         let end = Instant::now() + SETTLE_LIMIT;
         loop {
@@ -485,20 +251,18 @@ impl Rig {
     fn speaker_metric(&self, series: &str) -> Vec<(String, u64)> {
         self.speakers
             .iter()
-            .zip(&self.configs)
-            .filter(|(p, _)| p.child.is_some())
-            .map(|(p, c)| {
-                let ns = self.lab.bridge().ns(&c.host);
-                let text = http_get(
-                    &ns,
-                    std::net::SocketAddr::new(c.ip, METRICS_PORT),
-                    "/metrics",
-                );
+            .zip(&self.c.speakers)
+            .filter(|(p, _)| p.running())
+            .map(|(p, s)| {
+                let addr = SocketAddr::new(s.ip, METRICS_PORT);
+                let text = http_get(&self.c.ns(&s.host), addr, "/metrics")
+                    .unwrap_or_else(|e| panic!("{}: GET /metrics: {e}", p.name()))
+                    .body;
                 let value = text
                     .lines()
                     .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-                    .unwrap_or_else(|| panic!("{}: no {series} in\n{text}", p.name));
-                (p.name.clone(), value.trim().parse().expect("a count"))
+                    .unwrap_or_else(|| panic!("{}: no {series} in\n{text}", p.name()));
+                (p.name().to_string(), value.trim().parse().expect("a count"))
             })
             .collect()
     }
@@ -514,39 +278,18 @@ impl Rig {
                         l.contains("\"event\":\"member_suspect\"")
                             || l.contains("\"event\":\"member_failed\"")
                     })
-                    .map(|l| format!("{}: {l}", p.name))
+                    .map(|l| format!("{}: {l}", p.name()))
                     .collect::<Vec<_>>()
             })
             .collect()
     }
 }
 
-/// A plain HTTP/1.0 GET from inside lab namespace `ns` (a thread joins it).
-fn http_get(ns: &str, addr: std::net::SocketAddr, path: &str) -> String {
-    use std::io::{Read, Write};
-    let netns = std::fs::File::open(format!("/run/netns/{ns}")).expect("lab namespace");
-    let path = path.to_string();
-    std::thread::spawn(move || {
-        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-        let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-            .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("request");
-        let mut text = String::new();
-        stream.read_to_string(&mut text).expect("response");
-        text
-    })
-    .join()
-    .expect("HTTP thread")
-}
-
-fn now_tag() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or_default()
+/// Panics, with the end of its log, when a process the test started has exited by itself.
+fn check_running(speakers: &mut [LabProcess], controllers: &mut [LabProcess]) {
+    for p in speakers.iter_mut().chain(controllers.iter_mut()) {
+        p.check_running();
+    }
 }
 
 /// A client asking ARP for the VIP back to back (each question waits 100 ms for answers)
@@ -574,7 +317,7 @@ impl Prober {
             std::thread::spawn(move || {
                 let end = Instant::now() + Duration::from_secs(300);
                 while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-                    let answers = arp_ask(&ns, "eth0", CLIENT_IP, VIP, Duration::from_millis(100))
+                    let answers = arp_ask(&ns, "eth0", CLIENT4, VIP, Duration::from_millis(100))
                         .expect("ask ARP from the client");
                     let mut log = seen.lock().expect("probe log");
                     log.questions += 1;
@@ -652,10 +395,10 @@ fn keys_rotate_on_five_nodes_without_a_suspicion_and_a_new_controller_resumes() 
         return;
     };
     let owner = rig.wait_single_owner();
-    assert!(rig.macs.contains(&owner), "{owner} is no speaker's MAC");
+    assert!(rig.c.macs.contains(&owner), "{owner} is no speaker's MAC");
     let initial = rig.keyring().1;
     rig.wait_acks(&initial);
-    let prober = Prober::start(rig.lab.bridge().ns("client"), owner.clone());
+    let prober = Prober::start(rig.c.ns(CLIENT), owner.clone());
     rig.start_controller("controller-0");
 
     // (a) One full rotation, everyone cooperating.
@@ -663,7 +406,7 @@ fn keys_rotate_on_five_nodes_without_a_suspicion_and_a_new_controller_resumes() 
     rig.wait_acks(&k1);
     eprintln!(
         "{test}: one full rotation on {} nodes took {took:?} (adding seen to steady; settle 1s, retain 2s, acknowledgements every 1s)",
-        SPEAKERS.len()
+        NODES
     );
 
     // (d) The controller killed in the middle of the next rotation: a new one resumes from
@@ -689,13 +432,9 @@ fn keys_rotate_on_five_nodes_without_a_suspicion_and_a_new_controller_resumes() 
     rig.controllers[1].kill();
     let rejected = "vigil_config_reloads_total{result=\"rejected\"}";
     let before = rig.speaker_metric(rejected);
-    let secrets: Api<Secret> = Api::namespaced(
-        rig.lab.cp().client().expect("admin client"),
-        METALLB_NAMESPACE,
-    );
+    let secrets: Api<Secret> = Api::namespaced(rig.c.client().clone(), METALLB_NAMESPACE);
     let garbage = serde_json::json!({ "stringData": { KEYRING_ENTRY: "{not a keyring" } });
-    rig.lab
-        .cp()
+    rig.c
         .block_on(secrets.patch(
             MEMBERLIST_SECRET,
             &PatchParams::default(),
@@ -741,7 +480,7 @@ fn keys_rotate_through_an_api_outage_and_past_a_node_that_was_offline() {
     let owner = rig.wait_single_owner();
     let initial = rig.keyring().1;
     rig.wait_acks(&initial);
-    let prober = Prober::start(rig.lab.bridge().ns("client"), owner.clone());
+    let prober = Prober::start(rig.c.ns(CLIENT), owner.clone());
     rig.start_controller("controller-0");
 
     // (b) The API server stopped in the middle of a rotation: gossip goes on; the rotation
@@ -749,10 +488,10 @@ fn keys_rotate_through_an_api_outage_and_past_a_node_that_was_offline() {
     let adding = rig.wait_keyring("began a rotation", |f| {
         f.phase == Phase::Adding && f.keys[0] == initial
     });
-    rig.lab.cp_mut().stop();
+    rig.c.lab.cp_mut().stop();
     std::thread::sleep(Duration::from_secs(4));
     rig.check_running();
-    rig.lab.cp_mut().start_again().expect("API server back");
+    rig.c.lab.cp_mut().start_again().expect("API server back");
     let k1 = adding.keys[1].clone();
     rig.wait_keyring("completed the rotation after the outage", |f| {
         f.phase == Phase::Steady && f.keys == [k1.clone()]
@@ -761,13 +500,13 @@ fn keys_rotate_through_an_api_outage_and_past_a_node_that_was_offline() {
 
     // (c) A node that is not the owner goes offline during the next rotation; the rotation
     // completes without it; it comes back afterwards and rejoins with the new key.
-    let offline = (0..rig.configs.len())
-        .find(|&i| rig.macs[i] != owner)
+    let offline = (0..rig.c.speakers.len())
+        .find(|&i| rig.c.macs[i] != owner)
         .expect("a node that is not the owner");
     let adding = rig.wait_keyring("began the second rotation", |f| {
         f.phase == Phase::Adding && f.keys[0] == k1
     });
-    rig.speakers[offline].stop();
+    rig.speakers[offline].terminate(Duration::from_secs(10));
     let k2 = adding.keys[1].clone();
     rig.wait_keyring("completed the rotation without the offline node", |f| {
         f.phase == Phase::Steady && f.keys == [k2.clone()]
@@ -780,7 +519,7 @@ fn keys_rotate_through_an_api_outage_and_past_a_node_that_was_offline() {
     assert_quiet(test, &rig, &probes);
     eprintln!(
         "{test}: {} was offline through a rotation and back (now on {}); the client asked {} times, {} unanswered, no other MAC answered",
-        rig.configs[offline].node,
+        rig.c.speakers[offline].node,
         key_id(k2.as_bytes()),
         probes.questions,
         probes.unanswered
@@ -797,10 +536,11 @@ fn a_metallb_speaker_in_the_cluster_pauses_rotation_until_it_leaves() {
     let Some(mut rig) = Rig::start_some(test, "krotc", 4, 3) else {
         return;
     };
-    let mut go_config = rig.configs[3].clone();
-    go_config.kubeconfig = Some(rig.speaker_kubeconfig.clone());
-    let mut go = vigil_kubelab::MetalLbSpeaker::start(&rig.lab, &binaries, &go_config, &rig.key)
-        .expect("start MetalLB's speaker");
+    // Host 3's speaker is MetalLB's, under MetalLB's speaker ServiceAccount.
+    let go_config = rig.c.speakers[3].clone();
+    let mut go =
+        vigil_kubelab::MetalLbSpeaker::start(&rig.c.lab, &binaries, &go_config, &rig.c.key)
+            .expect("start MetalLB's speaker");
     let initial = rig.keyring().1;
     // The vigil speakers see the MetalLB speaker in gossip (it has no acknowledgement).
     let end = Instant::now() + SETTLE_LIMIT;
@@ -821,16 +561,13 @@ fn a_metallb_speaker_in_the_cluster_pauses_rotation_until_it_leaves() {
     rig.start_controller("controller-0");
 
     // Paused: a Warning event naming the MetalLB speaker, the metric, and no key change.
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(
-        rig.lab.cp().client().expect("admin client"),
-        METALLB_NAMESPACE,
-    );
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(rig.c.client().clone(), METALLB_NAMESPACE);
     let end = Instant::now() + SETTLE_LIMIT;
     let note = loop {
         rig.check_running();
         let list = rig
-            .lab
-            .cp()
+            .c
             .block_on(events.list(&ListParams::default().fields(&format!(
                 "involvedObject.name={MEMBERLIST_SECRET},reason=KeyRotationPaused"
             ))))
@@ -850,8 +587,9 @@ fn a_metallb_speaker_in_the_cluster_pauses_rotation_until_it_leaves() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(note.contains(&go_config.node), "{test}: {note}");
-    let ns = rig.lab.cp().ns().to_string();
-    let metrics = http_get(&ns, rig.controller_metrics(), "/metrics");
+    let metrics = http_get(rig.c.lab.cp().ns(), rig.controller_metrics(), "/metrics")
+        .expect("GET the controller's /metrics")
+        .body;
     assert!(
         metrics.contains("vigil_controller_key_rotation_paused{reason=\"metallb_speaker\"} 1"),
         "{test}: {metrics}"
