@@ -1,9 +1,14 @@
 //! The replica's life: create the memberlist Secret if missing, then take part in leader
-//! election on a `coordination.k8s.io/v1` Lease (kube-lease-manager) and lead while elected.
+//! election on a `coordination.k8s.io/v1` Lease (kube-lease-manager) and lead while elected:
+//! allocate ([`crate::driver`]) and, when asked, rotate the memberlist key
+//! ([`crate::rotation`]), both writing only through one [`Leadership`] fence.
 
 use crate::args::Settings;
-use crate::engine::{self, LeadConfig, ReconcileError};
+use crate::driver::{self, FIELD_MANAGER, LeadConfig};
+use crate::fence::Leadership;
+use crate::rotation::{self, RotationSettings, metrics::SharedMetrics};
 use crate::secret::{self, SecretError, SecretOutcome};
+use futures::FutureExt;
 use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use std::future::Future;
@@ -24,9 +29,15 @@ pub enum RunError {
         /// The failure.
         source: LeaseManagerError,
     },
-    /// Leading failed before the first reconcile.
-    #[error(transparent)]
-    Lead(#[from] ReconcileError),
+}
+
+/// The memberlist key rotation the leader runs beside the allocation.
+#[derive(Debug, Clone)]
+pub struct KeyRotation {
+    /// What to rotate, and when.
+    pub settings: RotationSettings,
+    /// Where the rotation reports (`/metrics`).
+    pub metrics: SharedMetrics,
 }
 
 /// Runs one controller replica until `shutdown` resolves: ensures the memberlist Secret
@@ -37,6 +48,16 @@ pub enum RunError {
 pub async fn run(
     settings: Settings,
     client: Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    run_with_rotation(settings, client, None, shutdown).await
+}
+
+/// [`run`], and while leading also the memberlist key `rotation` (only the leader rotates).
+pub async fn run_with_rotation(
+    settings: Settings,
+    client: Client,
+    rotation: Option<KeyRotation>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     if let Some(name) = &settings.ml_secret_name {
@@ -61,7 +82,7 @@ pub async fn run(
         .with_identity(&settings.identity)
         .with_duration(settings.lease_seconds)
         .with_grace(settings.grace_seconds)
-        .with_field_manager(engine::FIELD_MANAGER)
+        .with_field_manager(FIELD_MANAGER)
         .build()
         .await
         .map_err(lease_err)?;
@@ -80,9 +101,15 @@ pub async fn run(
         namespace: settings.namespace.clone(),
         lb_class: settings.lb_class.clone(),
         identity: settings.identity.clone(),
-        lease_name: settings.lease_name.clone(),
-        grace_seconds: settings.grace_seconds,
     };
+    let fence = Leadership::start(
+        client.clone(),
+        &settings.namespace,
+        &settings.lease_name,
+        &settings.identity,
+        settings.grace_seconds,
+        leader.clone(),
+    );
     loop {
         tokio::select! {
             () = stopped(stop.clone()) => break,
@@ -96,13 +123,22 @@ pub async fn run(
                 () = stopped(stop_rx) => {}
                 _ = lost_rx.wait_for(|l| !*l) => {}
             }
+        }
+        .shared();
+        let allocate = driver::lead(client.clone(), cfg.clone(), fence.clone(), end.clone());
+        let rotate = async {
+            if let Some(r) = &rotation {
+                let (client, fence) = (client.clone(), fence.clone());
+                rotation::run(r.settings.clone(), client, r.metrics.clone(), fence, end).await;
+            }
         };
-        engine::lead(client.clone(), cfg.clone(), end).await?;
+        tokio::join!(allocate, rotate);
         if *stop.borrow() {
             break;
         }
         warn!(identity = %settings.identity, "lost the lease, no longer allocating");
     }
+    drop(fence);
     // Dropping the receiver makes the lease task release the Lease and end.
     drop(leader);
     match lease_task.await {

@@ -12,8 +12,13 @@
 //! precondition, pool status counters, and MetalLB's events with MetalLB's reasons.
 //!
 //! - [`args`]: flags and environment (MetalLB's names), checked into [`Settings`].
-//! - [`leader`]: the replica's life: Secret, Lease, leading while elected ([`run`]).
-//! - [`engine`]: the leader's reflectors, reconcile and writes.
+//! - [`leader`]: the replica's life: Secret, Lease, leading while elected ([`run`]): the
+//!   allocation and, when asked, the key rotation.
+//! - [`core`]: the allocator as a sans-IO core (pure): watch events and write results in,
+//!   writes out, MetalLB's decisions and reprocess order inside.
+//! - [`driver`]: the leader's watches feeding the core, and its writes carried out
+//!   (concurrently, one per object at a time).
+//! - [`fence`]: the one answer to "am I the leader", checked before every write.
 //! - [`service`]: a Service read as an allocation request, and written back (pure).
 //! - [`pools`]: IPAddressPools read as `lb::pool` pools, counters as pool status (pure).
 //! - [`events`]: MetalLB's Service events for a convergence (pure).
@@ -23,8 +28,9 @@
 
 pub mod args;
 pub mod core;
-pub mod engine;
+pub mod driver;
 pub mod events;
+pub mod fence;
 pub mod leader;
 pub mod pools;
 pub mod rotation;
@@ -32,4 +38,11 @@ pub mod secret;
 pub mod service;
 
 pub use args::{Args, ArgsError, Settings};
-pub use leader::{RunError, run};
+pub use driver::FIELD_MANAGER;
+pub use leader::{KeyRotation, RunError, run, run_with_rotation};
+
+/// The name the allocation's module had before it became [`core`] and [`driver`]; kept for
+/// the field manager's old path.
+pub mod engine {
+    pub use crate::driver::FIELD_MANAGER;
+}

@@ -33,11 +33,17 @@
 //! every allocation, and then every Service is passed over once.
 
 mod config;
+mod decide;
 mod pool_status;
 #[cfg(test)]
 mod tests;
+mod tracked;
+mod writes;
 
-use crate::events::{self, ServiceEvent};
+pub use decide::MAX_PASSES;
+pub use writes::{Write, WriteId, WriteResult};
+
+use crate::events::ServiceEvent;
 use crate::service;
 use config::ConfigView;
 use k8s_openapi::api::core::v1::Service;
@@ -45,123 +51,9 @@ use pool_status::PoolStatusWrites;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
-use vigil_lb::pool::{Allocator, Labels, PoolCounters, RequestError, deprecated_annotations};
+use tracked::{Tracked, wanted};
+use vigil_lb::pool::{Allocator, Labels, PoolCounters};
 use vigil_metallb::crd::IPAddressPool;
-
-/// Passes in a row before a reprocessing stops until the next trigger (MetalLB backs off
-/// exponentially instead; a pass that keeps asking for another is a bug either way).
-pub const MAX_PASSES: usize = 8;
-
-/// A write the core asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Write {
-    /// Replace the Service's status (and its `metallb.io/ip-allocated-from-pool`
-    /// annotation) with this object, on the condition that its resourceVersion is current.
-    /// Answer with [`AllocatorCore::handle_written`] and [`WriteId::Service`].
-    ServiceStatus(Box<Service>),
-    /// Merge these counters into the pool's status. Answer with
-    /// [`AllocatorCore::handle_written`] and [`WriteId::Pool`].
-    PoolStatus {
-        /// The pool.
-        name: String,
-        /// Its counters as the allocator holds them.
-        counters: PoolCounters,
-    },
-    /// Publish an event on the Service (no answer wanted).
-    Event {
-        /// The Service, as last known.
-        service: Arc<Service>,
-        /// The event.
-        event: ServiceEvent,
-    },
-}
-
-impl Write {
-    /// What a result of this write is about; `None` for an event.
-    pub fn id(&self) -> Option<WriteId> {
-        match self {
-            Self::ServiceStatus(svc) => Some(WriteId::Service(service::key(svc))),
-            Self::PoolStatus { name, .. } => Some(WriteId::Pool(name.clone())),
-            Self::Event { .. } => None,
-        }
-    }
-}
-
-/// The object a write went to.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum WriteId {
-    /// A Service, `namespace/name`.
-    Service(String),
-    /// An IPAddressPool, by name.
-    Pool(String),
-}
-
-/// How a write ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WriteResult {
-    /// Stored; the object is now at this version.
-    Written {
-        /// The version the write produced.
-        resource_version: Option<String>,
-        /// The object written.
-        uid: Option<String>,
-    },
-    /// The object changed since the version the write was made from.
-    Conflict,
-    /// The object is gone.
-    Gone,
-    /// Anything else (the driver tries again later through [`AllocatorCore::retry`]).
-    Failed,
-}
-
-/// The status this core wants a Service to show.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    ips: Vec<IpAddr>,
-    pool: Option<String>,
-}
-
-/// A Service as this core knows it.
-#[derive(Debug)]
-struct Tracked {
-    /// The Service as last delivered by the watch, or as this core's last write left it.
-    svc: Arc<Service>,
-    /// The status wanted while a write of it is waiting or under way (`None`: the Service
-    /// shows what is wanted).
-    target: Option<Target>,
-    /// The object of the write under way.
-    in_flight: Option<Service>,
-    /// The version this core's last write produced, until the watch delivers it.
-    unechoed: Option<String>,
-    /// Events about a decision whose write is waiting or under way: published once it ends.
-    held_events: Vec<ServiceEvent>,
-}
-
-impl Tracked {
-    fn new(svc: Arc<Service>) -> Self {
-        Self {
-            svc,
-            target: None,
-            in_flight: None,
-            unechoed: None,
-            held_events: Vec::new(),
-        }
-    }
-
-    /// The IPs the Service shows once the wanted status is written.
-    fn ingress(&self) -> Vec<IpAddr> {
-        match &self.target {
-            Some(t) => t.ips.clone(),
-            None => service::ingress_ips(&self.svc),
-        }
-    }
-}
-
-/// The Service as `target` wants it written; `None` if it shows that already.
-fn wanted(svc: &Service, target: &Target) -> Option<Service> {
-    let desired = service::with_allocation(svc, &target.ips, target.pool.as_deref());
-    service::differs(svc, &desired).then_some(desired)
-}
 
 /// The allocator core.
 #[derive(Debug)]
@@ -267,6 +159,11 @@ impl AllocatorCore {
                         return;
                     }
                     t.unechoed = None;
+                }
+                if t.in_flight.is_some()
+                    && let Some(rv) = &svc.metadata.resource_version
+                {
+                    t.seen_in_flight.push(rv.clone());
                 }
                 t.svc = svc;
             }
@@ -384,6 +281,7 @@ impl AllocatorCore {
             match wanted(&t.svc, target) {
                 Some(desired) => {
                     t.in_flight = Some(desired.clone());
+                    t.seen_in_flight.clear();
                     return Some(Write::ServiceStatus(Box::new(desired)));
                 }
                 None => {
@@ -419,9 +317,15 @@ impl AllocatorCore {
             WriteResult::Written {
                 resource_version, ..
             } => {
-                t.unechoed.clone_from(&resource_version);
-                sent.metadata.resource_version = resource_version;
-                t.svc = Arc::new(sent);
+                let echoed = resource_version
+                    .as_ref()
+                    .is_some_and(|rv| t.seen_in_flight.contains(rv));
+                // Already delivered: what the core holds is that version or a newer one.
+                if !echoed {
+                    t.unechoed.clone_from(&resource_version);
+                    sent.metadata.resource_version = resource_version;
+                    t.svc = Arc::new(sent);
+                }
                 tracing::info!(service = %key, ips = ?service::ingress_ips(&t.svc), "service status updated");
             }
             WriteResult::Gone => {
@@ -448,7 +352,7 @@ impl AllocatorCore {
 
     /// Drops `key`'s Service; returns whether it held IPs (every Service is then looked at
     /// again).
-    fn forget(&mut self, key: &str) -> bool {
+    pub(super) fn forget(&mut self, key: &str) -> bool {
         self.services.remove(key);
         let released = self.alloc.as_mut().and_then(|a| a.release(key));
         if let Some(old) = &released {
@@ -458,186 +362,9 @@ impl AllocatorCore {
         released.is_some()
     }
 
-    fn enqueue(&mut self, key: &str) {
+    pub(super) fn enqueue(&mut self, key: &str) {
         if self.queued.insert(key.to_string()) {
             self.write_queue.push_back(key.to_string());
-        }
-    }
-
-    /// Rebuilds the allocator from what the Services carry, once they are listed and the
-    /// pools valid, then passes over every Service.
-    fn start(&mut self) {
-        if self.alloc.is_some() || !self.services_listed {
-            return;
-        }
-        let Some(view) = &self.view else {
-            return;
-        };
-        let carried: Vec<_> = self
-            .services
-            .values()
-            .map(|t| &t.svc)
-            .filter(|s| {
-                service::handled(s, self.lb_class.as_deref()) && service::is_load_balancer(s)
-            })
-            .filter_map(|s| {
-                let req = service::request(s, &self.namespace_labels(s)).ok()?;
-                Some((req, service::ingress_ips(s)))
-            })
-            .collect();
-        let n = carried.len();
-        let (alloc, _) = Allocator::rebuild(view.pools.clone(), carried);
-        tracing::info!(
-            services = n,
-            allocations = alloc.allocations().len(),
-            "allocations rebuilt"
-        );
-        self.alloc = Some(alloc);
-        self.pools_dirty = true;
-        self.reprocess();
-    }
-
-    fn namespace_labels(&self, svc: &Service) -> Labels {
-        let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
-        self.namespaces.get(ns).cloned().unwrap_or_default()
-    }
-
-    /// MetalLB's `reprocessAll`: every Service in MetalLB's order, again while one asks.
-    fn reprocess(&mut self) {
-        if self.alloc.is_none() {
-            return;
-        }
-        for _ in 0..MAX_PASSES {
-            let mut order: Vec<(usize, &str, &str, &String)> = self
-                .services
-                .iter()
-                .map(|(key, t)| {
-                    let m = &t.svc.metadata;
-                    (
-                        t.ingress().len(),
-                        m.namespace.as_deref().unwrap_or_default(),
-                        m.name.as_deref().unwrap_or_default(),
-                        key,
-                    )
-                })
-                .collect();
-            order.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| (a.1, a.2).cmp(&(b.1, b.2))));
-            let keys: Vec<String> = order.into_iter().map(|(.., k)| k.clone()).collect();
-            let mut again = false;
-            for key in keys {
-                again |= self.converge(&key);
-            }
-            if !again {
-                return;
-            }
-        }
-        tracing::warn!(
-            passes = MAX_PASSES,
-            "reprocessing still asks for another pass"
-        );
-    }
-
-    /// One Service brought in line with the allocator (MetalLB's `SetBalancer`). Returns
-    /// whether every Service should be looked at again.
-    fn converge(&mut self, key: &str) -> bool {
-        let Some(t) = self.services.get(key) else {
-            return false;
-        };
-        let svc = Arc::clone(&t.svc);
-        if !service::handled(&svc, self.lb_class.as_deref()) {
-            return false;
-        }
-        let labels = self.namespace_labels(&svc);
-        let ingress = t.ingress();
-        let Some(alloc) = self.alloc.as_mut() else {
-            return false;
-        };
-        let before: Vec<IpAddr> = alloc
-            .allocation(key)
-            .map(|a| a.ips.clone())
-            .unwrap_or_default();
-        let key_before = allocation_key(alloc, key);
-        let mut evs: Vec<ServiceEvent> = Vec::new();
-        let (ips, pool) = if !service::is_load_balancer(&svc) {
-            alloc.release(key);
-            (Vec::new(), None)
-        } else {
-            match service::request(&svc, &labels) {
-                Err(e) => {
-                    evs.extend(events::for_request_error(&e));
-                    if matches!(
-                        e,
-                        RequestError::NoClusterIps | RequestError::NotEnoughClusterIps
-                    ) {
-                        alloc.release(key);
-                        (Vec::new(), None)
-                    } else {
-                        // MetalLB stops here without touching the Service.
-                        self.publish(key, evs);
-                        return false;
-                    }
-                }
-                Ok(req) => {
-                    let conv = alloc.converge(&req, &ingress);
-                    evs.extend(events::for_convergence(key, &conv));
-                    (conv.ips, conv.pool)
-                }
-            }
-        };
-        // A changed sharing or backend key may let others share, or stop them.
-        let mut reprocess = allocation_key(alloc, key) != key_before;
-        // Counted as the allocator holds it, written or not (as MetalLB counts).
-        let held = alloc
-            .allocation(key)
-            .map(|a| a.ips.as_slice())
-            .unwrap_or_default();
-        self.pools_dirty |= held != before.as_slice();
-        let target = Target {
-            pool: pool.filter(|_| !ips.is_empty()),
-            ips,
-        };
-        let gave_up_pooled = !before.is_empty()
-            && target.ips.is_empty()
-            && alloc.pools().owner_of(&before).is_some();
-        let Some(t) = self.services.get_mut(key) else {
-            return reprocess;
-        };
-        let changed = match &t.target {
-            Some(old) => *old != target,
-            None => wanted(&t.svc, &target).is_some(),
-        };
-        if changed {
-            // IPs given up that are still in a pool may be what a waiting Service needs.
-            reprocess |= gave_up_pooled;
-            let annotations = svc.metadata.annotations.clone().unwrap_or_default();
-            evs.extend(
-                deprecated_annotations(&annotations)
-                    .into_iter()
-                    .map(events::deprecated),
-            );
-            t.target = Some(target);
-        }
-        // A wanted status not written yet (perhaps refused as made from an older version)
-        // is written from this version.
-        if t.target.is_some() {
-            self.enqueue(key);
-        }
-        self.publish(key, evs);
-        reprocess
-    }
-
-    /// Events about `key`: held while a write of its status waits or is under way (so they
-    /// follow the write, as MetalLB's do), published at once otherwise.
-    fn publish(&mut self, key: &str, evs: Vec<ServiceEvent>) {
-        let Some(t) = self.services.get_mut(key) else {
-            return;
-        };
-        if t.target.is_some() || t.in_flight.is_some() {
-            t.held_events.extend(evs);
-        } else {
-            for ev in evs {
-                self.events.push_back((Arc::clone(&t.svc), ev));
-            }
         }
     }
 
@@ -669,19 +396,4 @@ impl AllocatorCore {
             }
         }
     }
-}
-
-/// MetalLB's allocation key (`Allocator.AllocationKey`): backend key then sharing key, empty
-/// for a Service holding nothing.
-fn allocation_key(alloc: &Allocator, key: &str) -> String {
-    alloc
-        .allocation(key)
-        .map(|a| {
-            format!(
-                "{}{}",
-                a.backend_key,
-                a.sharing_key.as_deref().unwrap_or("")
-            )
-        })
-        .unwrap_or_default()
 }

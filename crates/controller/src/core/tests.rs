@@ -2,6 +2,7 @@
 //! events and write results, and reads the writes the core asks for.
 
 use super::*;
+use crate::{events, service};
 use serde_json::json;
 
 fn ip(s: &str) -> IpAddr {
@@ -316,4 +317,25 @@ fn invalid_pools_touch_nothing_until_they_are_fixed() {
     assert_eq!(drain(&mut core), vec![]);
     core.handle_config([pool("p", &["198.18.0.0/30"])], namespaces());
     assert_eq!(status_writes(&drain(&mut core)).len(), 1);
+}
+
+#[test]
+fn a_write_whose_version_the_watch_brings_first_is_not_waited_for() {
+    let mut core = started(&[pool("p", &["198.18.0.0/30"])], vec![]);
+    settle(&mut core);
+    core.handle_service(lb("n", "web", "1", &[], &[]));
+    settle(&mut core);
+    // The watch is quicker than the write's answer, and a change follows at once.
+    let from_p = [("metallb.io/ip-allocated-from-pool", "p")];
+    core.handle_service(lb("n", "web", "2", &from_p, &["198.18.0.0"]));
+    stored(&mut core, "n/web", "2");
+    let asks = [
+        ("metallb.io/ip-allocated-from-pool", "p"),
+        ("metallb.io/loadBalancerIPs", "198.18.0.3"),
+    ];
+    core.handle_service(lb("n", "web", "3", &asks, &["198.18.0.0"]));
+    assert_eq!(
+        status_writes(&drain(&mut core)),
+        vec![("n/web".into(), vec![ip("198.18.0.3")], "3".into())]
+    );
 }

@@ -1,13 +1,12 @@
 //! The rotation over kube-rs: reflectors on the memberlist Secret, the speakers'
-//! acknowledgement Leases and the election Lease, [`plan`] once a second, and the keyring
+//! acknowledgement Leases, [`plan`] once a second, and the keyring
 //! written back.
 //!
 //! - No local state: every look starts from the Secret and the Leases as cached, so a new
 //!   controller (or a new leader) resumes where the Secret says the rotation stands.
-//! - Only the leader writes: before each write (and each pause event) the controller's
-//!   election Lease is read, and this replica must hold it, unexpired. A replica the watched
-//!   election Lease names as not the holder reads nothing (so a follower, or a leader whose
-//!   pause is announced already, asks the API server nothing once a second).
+//! - Only the leader runs it ([`crate::leader`] starts it when elected and stops it when the
+//!   Lease is lost), and every write and event passes the same [`Leadership`] fence as the
+//!   allocator's writes, so a replica that lost the Lease without noticing yet does not write.
 //! - Every write is an update carrying the resourceVersion the decision was made on, so a
 //!   Secret changed meanwhile (another replica, a person) fails with a conflict and the next
 //!   look decides again. `secretkey` and the keyring change in that one update.
@@ -16,7 +15,8 @@
 
 use super::metrics::SharedMetrics;
 use super::plan::{self, Decision, PauseReason, Policy, Step};
-use crate::engine::FIELD_MANAGER;
+use crate::driver::FIELD_MANAGER;
+use crate::fence::Leadership;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -29,9 +29,10 @@ use kube::{Client, Resource};
 use std::future::Future;
 use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
+use tokio::task::JoinSet;
 use tracing::{info, warn};
-use vigil_k8s::key_ack::{self, Acknowledgement};
-use vigil_k8s::secret::{KEYRING_ENTRY, KeyringForm, Phase, SECRET_KEY_FILE, key_id};
+use vigil_metallb::key_ack::{self, Acknowledgement};
+use vigil_metallb::secret::{KEYRING_ENTRY, KeyringForm, Phase, SECRET_KEY_FILE, key_id};
 
 /// How often the rotation looks at the Secret and the acknowledgements.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -39,43 +40,42 @@ const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// What the rotation needs.
 #[derive(Debug, Clone)]
 pub struct RotationSettings {
-    /// Namespace of the Secret, the acknowledgement Leases and the election Lease.
+    /// Namespace of the Secret and the acknowledgement Leases.
     pub namespace: String,
     /// The memberlist Secret.
     pub secret_name: String,
     /// Timing.
     pub policy: Policy,
-    /// This replica's identity in the election Lease.
+    /// This replica's identity (the reporting instance of its events).
     pub identity: String,
-    /// The election Lease.
-    pub lease_name: String,
 }
 
 fn since_epoch(t: SystemTime) -> Duration {
     t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()
 }
 
-/// Rotates until `shutdown` completes.
+/// Rotates until `shutdown` completes, writing only while `fence` lets it.
 pub async fn run(
     settings: RotationSettings,
     client: Client,
     metrics: SharedMetrics,
+    fence: Leadership,
     shutdown: impl Future<Output = ()>,
 ) {
     let ns = settings.namespace.as_str();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    // The watches end with the rotation (dropping the set aborts them).
+    let mut watches = JoinSet::new();
     let secret_store = reflect(
+        &mut watches,
         secrets.clone(),
         watcher::Config::default().fields(&format!("metadata.name={}", settings.secret_name)),
     );
     let ack_store = reflect(
-        leases.clone(),
+        &mut watches,
+        leases,
         watcher::Config::default().labels(&format!("{}={}", key_ack::LABEL.0, key_ack::LABEL.1)),
-    );
-    let election = reflect(
-        leases.clone(),
-        watcher::Config::default().fields(&format!("metadata.name={}", settings.lease_name)),
     );
     let recorder = Recorder::new(
         client,
@@ -87,8 +87,7 @@ pub async fn run(
     let mut rotation = Rotation {
         settings,
         secrets,
-        leases,
-        election,
+        fence,
         recorder,
         metrics,
         announced_pause: None,
@@ -122,7 +121,7 @@ pub async fn run(
     }
 }
 
-fn reflect<K>(api: Api<K>, config: watcher::Config) -> Store<K>
+fn reflect<K>(watches: &mut JoinSet<()>, api: Api<K>, config: watcher::Config) -> Store<K>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -134,7 +133,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
-    tokio::spawn(async move {
+    watches.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             if let Err(e) = event {
@@ -148,10 +147,7 @@ where
 struct Rotation {
     settings: RotationSettings,
     secrets: Api<Secret>,
-    leases: Api<Lease>,
-    /// The election Lease, watched: a replica it names as someone else's is not leading,
-    /// and asks nothing.
-    election: Store<Lease>,
+    fence: Leadership,
     recorder: Recorder,
     metrics: SharedMetrics,
     /// The pause last reported in an event (so each pause is announced once).
@@ -207,7 +203,7 @@ impl Rotation {
                 if self.announced_pause.as_ref() == Some(&reason) {
                     return;
                 }
-                if !self.leading(now).await {
+                if !self.leading().await {
                     return;
                 }
                 self.metrics().set_paused(Some(&reason));
@@ -224,7 +220,7 @@ impl Rotation {
                 }
             }
             Decision::Write(next) => {
-                if !self.leading(now).await {
+                if !self.leading().await {
                     return;
                 }
                 self.metrics().set_paused(None);
@@ -234,44 +230,15 @@ impl Rotation {
         }
     }
 
-    /// Whether this replica holds the election Lease now: read afresh before a write, unless
-    /// the watched copy names another holder (a follower then asks nothing every look).
-    async fn leading(&self, now: Duration) -> bool {
-        let watched = self
-            .election
-            .state()
-            .into_iter()
-            .find(|l| l.metadata.name.as_deref() == Some(self.settings.lease_name.as_str()));
-        if let Some(lease) = watched {
-            let holder = lease
-                .spec
-                .as_ref()
-                .and_then(|s| s.holder_identity.as_deref());
-            if holder != Some(self.settings.identity.as_str()) {
-                return false;
+    /// Whether the fence lets this replica write now.
+    async fn leading(&self) -> bool {
+        match self.fence.check().await {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(event = "key_rotation_not_leading", error = %e, "not rotating");
+                false
             }
         }
-        let lease = match self.leases.get_opt(&self.settings.lease_name).await {
-            Ok(Some(l)) => l,
-            Ok(None) => return false,
-            Err(e) => {
-                warn!(event = "key_rotation_lease_error", error = %e, "cannot read the election Lease; not rotating");
-                return false;
-            }
-        };
-        let Some(spec) = lease.spec else {
-            return false;
-        };
-        let renewed = spec
-            .renew_time
-            .and_then(|t| u64::try_from(t.0.as_microsecond()).ok())
-            .map(Duration::from_micros);
-        let valid = spec
-            .lease_duration_seconds
-            .and_then(|s| u64::try_from(s).ok())
-            .map(Duration::from_secs);
-        spec.holder_identity.as_deref() == Some(self.settings.identity.as_str())
-            && matches!((renewed, valid), (Some(r), Some(v)) if r + v > now)
     }
 
     async fn write(&mut self, secret: &Secret, from: &KeyringForm, next: KeyringForm) {

@@ -61,7 +61,7 @@ pub fn run(args: Args) -> ExitCode {
         let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
         tokio::spawn(super::health_probe::serve(probes, std::future::pending()));
         let client = super::speaker::kube_client(args.kubeconfig.as_deref()).await?;
-        // One shutdown for the allocator, the rotation and the metrics route.
+        // One shutdown for the controller (allocation and rotation) and the metrics route.
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             shutdown.await;
@@ -81,18 +81,20 @@ pub fn run(args: Args) -> ExitCode {
             let router = vigil_controller::rotation::metrics::router(metrics.clone());
             tokio::spawn(vigil_observe::http::serve(listener, router, stopped()));
         }
-        if let (Some(flags), Some(secret_name)) = (rotation, settings.ml_secret_name.clone()) {
-            let rotation = vigil_controller::rotation::RotationSettings {
-                namespace: settings.namespace.clone(),
-                secret_name,
-                policy: flags.policy,
-                identity: settings.identity.clone(),
-                lease_name: settings.lease_name.clone(),
-            };
-            let run = vigil_controller::rotation::run(rotation, client.clone(), metrics, stopped());
-            tokio::spawn(run);
-        }
-        vigil_controller::run(settings, client, stopped())
+        // The rotation runs on the leader only, beside the allocation.
+        let rotation = match (rotation, settings.ml_secret_name.clone()) {
+            (Some(flags), Some(secret_name)) => Some(vigil_controller::KeyRotation {
+                settings: vigil_controller::rotation::RotationSettings {
+                    namespace: settings.namespace.clone(),
+                    secret_name,
+                    policy: flags.policy,
+                    identity: settings.identity.clone(),
+                },
+                metrics,
+            }),
+            _ => None,
+        };
+        vigil_controller::run_with_rotation(settings, client, rotation, stopped())
             .await
             .map_err(|e| e.to_string())
     };
