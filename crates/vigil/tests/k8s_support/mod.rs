@@ -1,48 +1,39 @@
-//! The lab of the Kubernetes-mode failover tests: a real kube-apiserver (vigil-testenv) on
-//! `cp` (198.18.0.2), three speaker hosts `a`, `b`, `c` (198.18.0.11-13, nodes `node-a`..
-//! `node-c`) and a client (198.18.0.100, 2001:db8::100) on one bridge, every host in a network
-//! namespace of its own. The speakers are `vigil speaker` processes under MetalLB's speaker
-//! ServiceAccount and RBAC (MetalLB's CRDs come from the Go module cache), or `vigil
-//! standalone` on the same hosts for the side-by-side figures.
+//! The lab of the Kubernetes-mode failover tests, on `vigil_kubelab::cluster`: a real
+//! kube-apiserver (vigil-testenv) on `cp` (198.18.0.2), three speaker hosts `a`, `b`, `c`
+//! (198.18.0.11-13, nodes `node-a`..`node-c`) and a client (198.18.0.100, 2001:db8::100) on
+//! one bridge, every host in a network namespace of its own. The speakers are `vigil speaker`
+//! processes under MetalLB's speaker ServiceAccount and RBAC (MetalLB's CRDs come from the Go
+//! module cache), or `vigil standalone` on the same hosts for the side-by-side figures.
 //!
 //! The client's questions go through the one failover prober (`vigil_netlab::prober`) on a
 //! packet socket opened inside the client's namespace: ARP for an IPv4 VIP and a neighbour
 //! solicitation for an IPv6 one, every round. Processes are killed by PID on drop; the
-//! namespaces go with the [`KubeLab`]. No duration is asserted anywhere: waits are bounded
+//! namespaces go with the lab cluster. No duration is asserted anywhere: waits are bounded
 //! polls, and outages are printed.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::ops::{ControlFlow, Deref, DerefMut};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, Patch, PatchParams};
-use vigil_kubelab::metallb::{self, METALLB_NAMESPACE, MemberlistKey, SpeakerConfig};
-use vigil_kubelab::{
-    ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml,
-    create_endpoint_slice, create_service, ensure_namespace,
+use vigil_kubelab::cluster::{
+    CLIENT, CLIENT4, CLIENT6, Cluster as LabCluster, ClusterSpec, LabProcess, LbService, fresh_log,
+    metallb_first,
 };
+use vigil_kubelab::metallb::SpeakerConfig;
 use vigil_l2_net::{Filter, PacketSocket};
 use vigil_netlab::prober::{self, Answer, Ipv6Question, Kind, WatchConfig};
 
-pub const CLIENT4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
-pub const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x100);
 /// The API server's address on the bridge (kubelab's default).
 pub const API_SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-/// The speaker hosts: (lab host, node name, address).
-pub const SPEAKERS: [(&str, &str, [u8; 4]); 3] = [
-    ("a", "node-a", [198, 18, 0, 11]),
-    ("b", "node-b", [198, 18, 0, 12]),
-    ("c", "node-c", [198, 18, 0, 13]),
-];
+/// How many speaker hosts the lab has.
+pub const NODES: usize = 3;
 /// The namespace of the tests' Services.
 pub const SERVICE_NAMESPACE: &str = "failover";
 /// Pool `lab` (both families) and its L2Advertisement on eth0: our own objects, MetalLB's API.
@@ -71,97 +62,50 @@ spec:
 /// Bound on every wait for a settled state (two shared cores, other tests beside).
 pub const SETTLE: Duration = Duration::from_secs(60);
 
-/// A `vigil speaker` or `vigil standalone` process on a lab host; SIGKILLed when dropped.
+/// The `vigil` binary under test.
+fn vigil() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_vigil"))
+}
+
+/// A `vigil speaker` or `vigil standalone` process on a speaker host, under its node's name;
+/// SIGKILLed when dropped.
 pub struct Daemon {
     pub node: String,
     pub host: String,
-    child: Option<Child>,
-    pub log: PathBuf,
+    process: LabProcess,
 }
 
 impl Daemon {
-    fn spawn(node: &str, host: &str, log: PathBuf, mut command: Command) -> Self {
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .expect("log file");
-        let child = command
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start vigil");
-        Self {
-            node: node.to_string(),
-            host: host.to_string(),
-            child: Some(child),
-            log,
-        }
-    }
-
     /// Whether it runs.
     pub fn running(&self) -> bool {
-        self.child.is_some()
+        self.process.running()
     }
 
-    /// Panics (with its log) when it has exited by itself.
+    /// Panics (with the end of its log) when it has exited by itself.
     pub fn check_running(&mut self) {
-        if let Some(child) = &mut self.child
-            && let Some(status) = child.try_wait().expect("try_wait")
-        {
-            panic!(
-                "vigil on {} exited ({status}); log ends:\n{}",
-                self.node,
-                self.log_tail(30)
-            );
-        }
+        self.process.check_running();
     }
 
-    /// The whole log.
+    /// The whole log (of this start).
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log_text()
     }
 
     /// The last `lines` lines of the log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = self.log_text();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.process.log_tail(lines)
     }
 
     /// SIGKILL, and reap.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
     }
 
     /// SIGTERM and wait (at most 15 s, then SIGKILL): whether it exited by itself with 0.
     pub fn terminate(&mut self) -> bool {
-        let Some(mut child) = self.child.take() else {
-            return false;
-        };
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let end = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < end {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.kill();
+        self.process
+            .terminate(Duration::from_secs(15))
+            .is_some_and(|status| status.success())
     }
 }
 
@@ -183,15 +127,29 @@ impl Mode {
     }
 }
 
-/// The lab and its speakers.
+/// The lab cluster (reached through `Deref`: `lab`, `nodes`, `index`, `mac`, ...) and the
+/// vigil running on its speaker hosts.
 pub struct Cluster {
+    /// One per speaker host, in the lab cluster's order, once started.
     pub speakers: Vec<Daemon>,
+    /// The speaker hosts' settings (the lab cluster's `speakers`).
     pub configs: Vec<SpeakerConfig>,
-    pub macs: Vec<String>,
-    key: MemberlistKey,
-    speaker_kubeconfig: PathBuf,
     /// Dropped last: the control plane, then the namespaces.
-    pub lab: KubeLab,
+    lab_cluster: LabCluster,
+}
+
+impl Deref for Cluster {
+    type Target = LabCluster;
+
+    fn deref(&self) -> &LabCluster {
+        &self.lab_cluster
+    }
+}
+
+impl DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut LabCluster {
+        &mut self.lab_cluster
+    }
 }
 
 /// A Service of the tests: `name` in [`SERVICE_NAMESPACE`] with `ips` as its ingress (the
@@ -201,17 +159,11 @@ pub struct Svc<'a> {
     pub ips: &'a [IpAddr],
 }
 
-fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
-    let bridge = lab.bridge_mut();
-    bridge.add_namespace(host);
-    bridge.plug(host, "eth0");
-    bridge.ip(host, &["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
-}
-
 impl Cluster {
-    /// The lab, MetalLB's CRDs, RBAC, namespace and Secret, the speakers' Nodes and Pods,
-    /// `config_yaml` (pools and advertisements) and `services`; no speaker started yet.
-    /// `None` when the test must skip (no root, no vigil-testenv).
+    /// The lab cluster ([`NODES`] speaker hosts, the client with IPv6 too, MetalLB's CRDs,
+    /// RBAC, namespace, Secret, Nodes and Pods), `config_yaml` (pools and advertisements) and
+    /// `services`; no speaker started yet. `None` when the test must skip (no root, no
+    /// vigil-testenv).
     pub fn new(
         test: &str,
         tag: &str,
@@ -219,67 +171,19 @@ impl Cluster {
         config_yaml: &str,
         services: &[Svc<'_>],
     ) -> Option<Self> {
-        if !vigil_netlab::root_or_skip(test) {
-            return None;
-        }
-        let cp_config = ControlPlaneConfig {
-            tokens: metallb::metallb_service_account_tokens(),
+        let spec = ClusterSpec {
             apiserver_args: apiserver_args.iter().map(ToString::to_string).collect(),
-            ..ControlPlaneConfig::default()
+            client_ipv6: true,
+            ..ClusterSpec::nodes(NODES)
         };
-        let mut lab = KubeLab::start(tag, test, cp_config)?;
-        let configs: Vec<SpeakerConfig> = SPEAKERS
-            .iter()
-            .map(|(host, node, ip)| SpeakerConfig::new(host, node, IpAddr::from(*ip)))
-            .collect();
-        for (host, _, ip) in SPEAKERS {
-            plug(&mut lab, host, Ipv4Addr::from(ip));
-        }
-        plug(&mut lab, "client", CLIENT4);
-        lab.bridge().ip(
-            "client",
-            &[
-                "addr",
-                "add",
-                &format!("{CLIENT6}/64"),
-                "dev",
-                "eth0",
-                "nodad",
-            ],
-        );
-        let macs = configs
-            .iter()
-            .map(|c| lab.bridge().mac(&c.host, "eth0"))
-            .collect();
-        let key = MemberlistKey::random().expect("a memberlist key");
-        let kubeconfigs =
-            metallb::write_metallb_kubeconfigs(lab.cp()).expect("MetalLB kubeconfigs");
+        let lab_cluster = LabCluster::start(test, tag, &spec)?;
+        lab_cluster.apply("pools and advertisements", config_yaml);
+        lab_cluster.namespace(SERVICE_NAMESPACE);
         let cluster = Self {
             speakers: Vec::new(),
-            configs,
-            macs,
-            key,
-            speaker_kubeconfig: kubeconfigs.speaker,
-            lab,
+            configs: lab_cluster.speakers.clone(),
+            lab_cluster,
         };
-        let client = cluster.lab.cp().client().expect("admin client");
-        cluster.lab.cp().block_on(async {
-            metallb::install_metallb(&client, METALLB_NAMESPACE, &cluster.key)
-                .await
-                .expect("install MetalLB's CRDs, namespace and Secret");
-            metallb::install_metallb_rbac(&client)
-                .await
-                .expect("MetalLB's RBAC");
-            metallb::register_speakers(&client, &cluster.configs)
-                .await
-                .expect("speaker Nodes and Pods");
-            apply_yaml(&client, "pools and advertisements", config_yaml)
-                .await
-                .expect("apply the pools and advertisements");
-            ensure_namespace(&client, SERVICE_NAMESPACE)
-                .await
-                .expect("namespace");
-        });
         for svc in services {
             cluster.add_service(svc);
         }
@@ -289,58 +193,16 @@ impl Cluster {
     /// Creates the Service with ready endpoints on every node and writes its ingress IPs, as
     /// MetalLB's controller would (through the status subresource).
     pub fn add_service(&self, svc: &Svc<'_>) {
-        let client = self.lab.cp().client().expect("admin client");
-        let nodes: Vec<String> = self.configs.iter().map(|c| c.node.clone()).collect();
-        self.lab.cp().block_on(async {
-            let mut spec = TestService::load_balancer(SERVICE_NAMESPACE, svc.name);
-            if svc.ips.iter().any(IpAddr::is_ipv6) && svc.ips.iter().any(IpAddr::is_ipv4) {
-                spec = spec.dual_stack();
-            }
-            create_service(&client, &spec).await.expect("service");
-            let mut slice = TestSlice::for_service(SERVICE_NAMESPACE, svc.name);
-            for (i, node) in nodes.iter().enumerate() {
-                let endpoint = IpAddr::from([198, 18, 1, 10 + u8::try_from(i).unwrap()]);
-                slice = slice.endpoint(TestEndpoint::ready(endpoint, node));
-            }
-            create_endpoint_slice(&client, &slice)
-                .await
-                .expect("endpoint slice");
-            let ingress: Vec<serde_json::Value> = svc
-                .ips
-                .iter()
-                .map(|ip| serde_json::json!({ "ip": ip.to_string() }))
-                .collect();
-            let services: Api<Service> = Api::namespaced(client.clone(), SERVICE_NAMESPACE);
-            let status =
-                serde_json::json!({ "status": { "loadBalancer": { "ingress": ingress } } });
-            services
-                .patch_status(svc.name, &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .expect("write status.loadBalancer.ingress");
-        });
-    }
-
-    /// Node names, in [`SPEAKERS`] order.
-    pub fn nodes(&self) -> Vec<&str> {
-        self.configs.iter().map(|c| c.node.as_str()).collect()
-    }
-
-    /// The index of `node`.
-    pub fn index(&self, node: &str) -> usize {
-        self.configs
-            .iter()
-            .position(|c| c.node == node)
-            .unwrap_or_else(|| panic!("no node {node}"))
-    }
-
-    /// The MAC of `node`'s eth0.
-    pub fn mac(&self, node: &str) -> &str {
-        &self.macs[self.index(node)]
+        self.lab_cluster.add_service(
+            &LbService::new(SERVICE_NAMESPACE, svc.name)
+                .endpoints_on(&self.nodes(), 10)
+                .ingress(svc.ips),
+        );
     }
 
     /// The lab host of `node`.
     pub fn host(&self, node: &str) -> &str {
-        &self.configs[self.index(node)].host
+        &self.config(node).host
     }
 
     /// Starts vigil on every host (in `mode`); any running one is killed first.
@@ -349,52 +211,28 @@ impl Cluster {
             s.kill();
         }
         self.speakers.clear();
-        let nodes: Vec<String> = self.configs.iter().map(|c| c.node.clone()).collect();
-        for node in nodes {
-            let daemon = self.spawn(&node, mode);
+        for i in 0..self.configs.len() {
+            let daemon = self.spawn(i, mode);
             self.speakers.push(daemon);
         }
     }
 
-    /// Starts vigil on `node` again (in `mode`), after a kill or a stop.
+    /// Starts vigil on `node` again (in `mode`), after a kill or a stop; it logs afresh.
     pub fn restart(&mut self, node: &str, mode: Mode) {
         let i = self.index(node);
         assert!(!self.speakers[i].running(), "{node} still runs");
-        self.speakers[i] = self.spawn(node, mode);
+        self.speakers[i] = self.spawn(i, mode);
     }
 
-    fn spawn(&self, node: &str, mode: Mode) -> Daemon {
-        let config = &self.configs[self.index(node)];
-        let dir = self.lab.cp().work_dir().join("vigil").join(&config.node);
-        std::fs::create_dir_all(&dir).expect("speaker dir");
-        let mut command = Command::new("ip");
-        command
-            .args(["netns", "exec", &self.lab.bridge().ns(&config.host)])
-            .arg(env!("CARGO_BIN_EXE_vigil"));
-        match mode {
-            Mode::Kubernetes => {
-                let key_dir = dir.join("memberlist-key");
-                std::fs::create_dir_all(&key_dir).expect("key dir");
-                std::fs::write(key_dir.join("secretkey"), self.key.as_str()).expect("key file");
-                command
-                    .arg("speaker")
-                    .arg(format!(
-                        "--kubeconfig={}",
-                        self.speaker_kubeconfig.display()
-                    ))
-                    .arg(format!("--namespace={}", config.namespace))
-                    .arg(format!("--node-name={}", config.node))
-                    .arg(format!("--pod-name={}", config.pod_name()))
-                    .arg(format!("--ml-bindaddr={}", config.ip))
-                    .arg(format!("--ml-bindport={}", config.memberlist_port))
-                    .arg(format!("--ml-labels={}", metallb::speaker_label_selector()))
-                    .arg(format!("--ml-secret-key-path={}", key_dir.display()))
-                    .args(["--port=0", "--log-level=info"]);
-            }
+    fn spawn(&self, i: usize, mode: Mode) -> Daemon {
+        let config = &self.configs[i];
+        let process = match mode {
+            Mode::Kubernetes => self.vigil_speaker(vigil(), i, &[]),
             Mode::Standalone => {
+                let dir = self.dir(&config.node);
                 let keyring = dir.join("keyring.json");
                 if !keyring.exists() {
-                    let shared = self.lab.cp().work_dir().join("vigil").join("keyring.json");
+                    let shared = self.dir("shared").join("keyring.json");
                     if !shared.exists() {
                         vigil_netlab::run(&[
                             env!("CARGO_BIN_EXE_vigil"),
@@ -408,15 +246,28 @@ impl Cluster {
                 let file = dir.join("standalone.yaml");
                 std::fs::write(&file, self.standalone_config(config, &keyring))
                     .expect("standalone config");
-                command
-                    .arg("standalone")
-                    .arg("--config")
-                    .arg(&file)
-                    .args(["--log-level", "info"]);
+                let args = [
+                    "standalone".to_string(),
+                    "--config".to_string(),
+                    file.display().to_string(),
+                    "--log-level".to_string(),
+                    "info".to_string(),
+                ];
+                LabProcess::spawn(
+                    &config.node,
+                    &self.ns(&config.host),
+                    vigil(),
+                    &args,
+                    &[],
+                    fresh_log(&dir, "standalone"),
+                )
             }
+        };
+        Daemon {
+            node: config.node.clone(),
+            host: config.host.clone(),
+            process,
         }
-        let log = dir.join(format!("{}.log", mode.name()));
-        Daemon::spawn(&config.node, &config.host, log, command)
     }
 
     /// `vigil standalone`'s file for `config`'s host: the same names, addresses, port, key
@@ -474,7 +325,7 @@ impl Cluster {
         let interval = Duration::from_millis(30);
         let (target4, ipv6) = targets(ip);
         let recording = Probe::run(
-            &self.lab.bridge().ns("client"),
+            &self.ns(CLIENT),
             target4,
             ipv6,
             interval,
@@ -532,7 +383,7 @@ impl Cluster {
 
     /// The node MetalLB's election ranks first for `key` among `nodes`.
     pub fn first(nodes: &[&str], key: IpAddr) -> String {
-        vigil_lb::rank(nodes.iter().copied(), key)[0].to_string()
+        metallb_first(nodes, key).expect("some node")
     }
 }
 
