@@ -57,6 +57,10 @@ type result struct {
 type output struct {
 	ConfigErr string   `json:"config_err,omitempty"`
 	Results   []result `json:"results"`
+	// Pools lists, per pool of the scenario's resources, the CIDRs config.For read from its
+	// spec.addresses, in order, each as IPNet.String() prints it (for
+	// crates/metallb/tests/pool_parse.rs). Absent when the configuration was refused.
+	Pools map[string][]string `json:"pools,omitempty"`
 }
 
 func main() {
@@ -84,6 +88,14 @@ func run(s *scenario) output {
 	cfg, err := config.For(s.Resources, config.DontValidate, config.ForOptions{})
 	if err != nil {
 		return output{ConfigErr: err.Error()}
+	}
+	read := map[string][]string{}
+	for name, p := range cfg.Pools.ByName {
+		cidrs := []string{}
+		for _, n := range p.CIDR {
+			cidrs = append(cidrs, n.String())
+		}
+		read[name] = cidrs
 	}
 	a := allocator.New(func(string) {})
 	a.SetPools(cfg.Pools)
@@ -131,7 +143,7 @@ func run(s *scenario) output {
 		}
 		res = append(res, r)
 	}
-	return output{Results: res}
+	return output{Results: res, Pools: read}
 }
 
 // allocate follows controller/service.go:allocateIPs, with the requested IPs and pool given
