@@ -93,10 +93,14 @@ pub(crate) const ALLOWED: &[Allowed] = &[
               informer cache's map order, which is random (its sort only puts Services carrying \
               more IPs first); vigil takes them by namespace and name, one of MetalLB's orders. \
               Allowed only for those Services: ones given IPs on both sides that together hold \
-              the same IPs on both sides, or ones that were waiting, at least two of them",
+              the same IPs on both sides, or ones that were waiting, at least two of them (and \
+              then their pools' counters)",
         applies: |d, ctx| {
-            // (Pool counters follow from which of them got what.)
-            let theirs = |set: &BTreeSet<String>| d.what == POOL_STATUS || set.contains(&d.key);
+            // Pool counters follow from which of them got what, unless they hold the same IPs
+            // together: then they count the same.
+            let theirs = |set: &BTreeSet<String>| {
+                set.contains(&d.key) || d.what == POOL_STATUS && !ctx.contenders_hold_the_same_ips
+            };
             ctx.contenders.len() >= 2
                 && (ctx.contenders_hold_the_same_ips && theirs(&ctx.contenders)
                     || ctx.waiting_before.len() >= 2 && theirs(&ctx.waiting_before))

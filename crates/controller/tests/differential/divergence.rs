@@ -60,10 +60,11 @@ pub(crate) struct Verdict {
 
 impl Verdict {
     /// Whether the step deserves a second, longer quiet period before it counts: a slow
-    /// controller must not pass for a difference, a divergence or a group that no longer
+    /// controller must not pass for a difference (`new` selects those not already seen at
+    /// the last step, which had their second look), a divergence or a group that no longer
     /// compares.
-    pub(crate) fn worth_a_second_look(&self) -> bool {
-        !self.failures.is_empty()
+    pub(crate) fn worth_a_second_look(&self, new: impl Fn(&Difference) -> bool) -> bool {
+        self.failures.iter().any(new)
             || self.coverage == Coverage::Skipped
             || !self.joined.is_empty()
             || self

@@ -1,11 +1,12 @@
 //! Running a sequence on both sides, one operation at a time, and the run's tally.
 
 use crate::allowed::Leaves;
+use crate::compare::Difference;
 use crate::divergence::{Coverage, Divergence, judge};
 use crate::ops::Op;
 use crate::sides::Sides;
 use crate::{QUIET, RECHECK_QUIET, TEST};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The run's tally.
 #[derive(Default)]
@@ -26,6 +27,8 @@ pub(crate) struct Tally {
     pub(crate) realigned: usize,
     /// Services that joined a diverged group as a consequence of the divergence.
     pub(crate) joined: usize,
+    /// Later steps that still showed a difference already listed.
+    pub(crate) standing_steps: usize,
     pub(crate) allowed: BTreeMap<&'static str, usize>,
     pub(crate) failures: Vec<String>,
 }
@@ -36,7 +39,8 @@ impl Tally {
             "{} sequences, {} operations ({} refused by both API servers): {} compared fully, {} \
              partially, {} skipped (a diverged group no longer comparable; the rest of the \
              cluster still compared); {} sequences diverged, {} realignments, {} Services joined \
-             a diverged group; {} differences not allowed, allowed: {:?}",
+             a diverged group; {} differences not allowed ({} more steps still showing one), \
+             allowed: {:?}",
             self.sequences,
             self.operations,
             self.refused,
@@ -47,6 +51,7 @@ impl Tally {
             self.realigned,
             self.joined,
             self.failures.len(),
+            self.standing_steps,
             self.allowed,
         )
     }
@@ -58,6 +63,8 @@ impl Sides {
         tally.sequences += 1;
         let mut divergence: Option<Divergence> = None;
         let mut diverged_once = false;
+        // A difference that stays from step to step is listed at its first step only.
+        let mut standing: BTreeSet<String> = BTreeSet::new();
         for (i, op) in ops.iter().chain([&Op::Clear]).enumerate() {
             if !self.apply(op) {
                 tally.refused += 1;
@@ -74,7 +81,8 @@ impl Sides {
             // A loaded machine can delay a controller past the quiet period: before a
             // difference counts (or the sides count as diverged), both get a second, longer
             // quiet period.
-            if verdict.worth_a_second_look() {
+            let is_new = |d: &Difference| !standing.contains(&describe(d));
+            if verdict.worth_a_second_look(is_new) {
                 after = self.settle(op, RECHECK_QUIET);
                 verdict = judge(
                     &self.last,
@@ -110,12 +118,12 @@ impl Sides {
                     verdict.joined
                 );
             }
-            for d in &verdict.failures {
-                tally.failures.push(format!(
-                    "{name} step {i} {op:?}: {} of {}: MetalLB {} / vigil {}",
-                    d.what, d.key, d.metallb, d.vigil
-                ));
+            let now: BTreeSet<String> = verdict.failures.iter().map(describe).collect();
+            for d in now.difference(&standing) {
+                tally.failures.push(format!("{name} step {i} {op:?}: {d}"));
             }
+            tally.standing_steps += now.intersection(&standing).count();
+            standing = now;
             match (&divergence, &verdict.divergence) {
                 (None, Some(_)) if !diverged_once => {
                     diverged_once = true;
@@ -131,4 +139,11 @@ impl Sides {
             self.last = after;
         }
     }
+}
+
+fn describe(d: &Difference) -> String {
+    format!(
+        "{} of {}: MetalLB {} / vigil {}",
+        d.what, d.key, d.metallb, d.vigil
+    )
 }

@@ -146,11 +146,13 @@ impl Sides {
         let start = Instant::now();
         let mut state = (self.read_both(), self.activity());
         let mut changed = Instant::now();
+        let mut what_changed = String::new();
         loop {
             std::thread::sleep(POLL);
             self.metallb.check_running().unwrap();
             let now = (self.read_both(), self.activity());
             if now != state {
+                what_changed = what_changed_between(&state, &now);
                 state = now;
                 changed = Instant::now();
             } else if start.elapsed() >= MIN_WAIT && changed.elapsed() >= quiet {
@@ -158,7 +160,7 @@ impl Sides {
             }
             assert!(
                 start.elapsed() < SETTLE_LIMIT,
-                "{op:?}: not settled within {SETTLE_LIMIT:?}"
+                "{op:?}: not settled within {SETTLE_LIMIT:?}; last change: {what_changed}"
             );
         }
     }
@@ -234,4 +236,31 @@ impl Sides {
             unmatched_selector_pools: unmatched_selector_pools(&self.pool_specs, &self.ns_labels),
         }
     }
+}
+
+/// What differs between two successive reads while settling (for a step that never settles).
+fn what_changed_between(a: &((Seen, Seen), (u64, u64)), b: &((Seen, Seen), (u64, u64))) -> String {
+    let mut out = Vec::new();
+    for (side, x, y) in [("MetalLB", &a.0.0, &b.0.0), ("vigil", &a.0.1, &b.0.1)] {
+        for (key, s) in &y.services {
+            if x.services.get(key) != Some(s) {
+                out.push(format!("{side}: Service {key} now {s:?}"));
+            }
+        }
+        for (name, p) in &y.pools {
+            if x.pools.get(name) != Some(p) {
+                out.push(format!("{side}: pool {name} now {p:?}"));
+            }
+        }
+        if x.events != y.events {
+            out.push(format!("{side}: events"));
+        }
+    }
+    if a.1.0 != b.1.0 {
+        out.push("MetalLB's log".into());
+    }
+    if a.1.1 != b.1.1 {
+        out.push(format!("vigil's tracing events (+{})", b.1.1 - a.1.1));
+    }
+    out.join("; ")
 }
