@@ -1,5 +1,5 @@
-//! `vigil controller`: MetalLB-compatible IP allocation for LoadBalancer Services, as a
-//! kube-rs controller driving the pure allocator `vigil_lb::pool`, with leader election on a
+//! `vigil controller`: MetalLB-compatible IP allocation for LoadBalancer Services: watches
+//! feeding a sans-IO core over the pure allocator `vigil_lb::pool`, with leader election on a
 //! `coordination.k8s.io/v1` Lease and the memberlist Secret created when missing.
 //!
 //! It reads what MetalLB's controller reads and writes what it writes (v0.16.2): the
