@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds and runs vigil's wire-codec fuzz targets, one after the other.
+# Builds and runs vigil's fuzz targets (the memberlist wire codec and engine, MetalLB's model),
+# one after the other.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
 #
 # SECONDS per target (default 30); TARGETs default to all of them. Installs cargo-fuzz if it
-# is missing, seeds the corpus from the Go vectors, builds with the nightly toolchain and runs
+# is missing, seeds the corpora (fuzz/seed.sh), builds with the nightly toolchain and runs
 # libFuzzer with -max_total_time=SECONDS -rss_limit_mb=2048 -max_len=70000. Each run's full log
 # goes to fuzz/artifacts/<target>.log; crashes land in fuzz/artifacts/<target>/. Exits non-zero
 # if any target crashed (panic, failed assertion, timeout, OOM) or failed to build.
@@ -21,7 +22,7 @@ fi
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-    targets=(wire_decode wire_roundtrip membership_ops)
+    targets=(wire_decode wire_roundtrip membership_ops metallb_objects)
 fi
 toolchain="${FUZZ_TOOLCHAIN:-nightly}"
 
