@@ -2,7 +2,10 @@
 //!
 //! - [`model`]: what a mode hands the speaker: [`StaticSettings`](model::StaticSettings)
 //!   (restart-only), [`DesiredState`](model::DesiredState) (a whole runtime snapshot) and its
-//!   [`ServiceSpec`](model::ServiceSpec)s;
+//!   [`ServiceSpec`](model::ServiceSpec)s, or only the services that changed
+//!   ([`DesiredUpdate::Changes`](model::DesiredUpdate)): with per-service elections
+//!   (Kubernetes mode) the core then elects only those again, and a lost member only leaves
+//!   the rankings it was in;
 //! - [`core`]: [`SpeakerCore`](core::SpeakerCore), the decisions: which VIPs this node
 //!   announces, when it may start electing (first join, fail-back hold-down), in which order a
 //!   VIP is taken (address, then announcer) or given up (handover, then address), and how a
@@ -10,6 +13,7 @@
 //!
 //! ```text
 //!   handle_desired(now, DesiredState)    ──┐              ┌──> poll_action()  -> Action
+//!   handle_service_changes(now, up, rm)  ──┤              │
 //!   handle_members(now, kind, view)      ──┤              ├──> poll_timeout() -> Instant
 //!   handle_local_health(service, ok)     ──┤  SpeakerCore ├──> status()       -> Status
 //!   handle_first_join(now)               ──┤              │

@@ -249,3 +249,40 @@ impl ServiceSpec {
         }
     }
 }
+
+/// One change to the desired state from a source.
+///
+/// A source may send whole snapshots (standalone: a reloaded file) or, when it knows what
+/// changed (the Kubernetes source's keyed watches), only the services that changed: the
+/// speaker then elects only those again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DesiredUpdate {
+    /// Everything, replacing what is in force.
+    Whole(DesiredState),
+    /// Only what changed; the rest stays as it is.
+    Changes(ServiceChanges),
+}
+
+impl From<DesiredState> for DesiredUpdate {
+    fn from(desired: DesiredState) -> Self {
+        Self::Whole(desired)
+    }
+}
+
+/// Services changed or gone, and new seeds, since the last update.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ServiceChanges {
+    /// Services new or changed, whole (each replaces the one with its id).
+    pub upserts: Vec<ServiceSpec>,
+    /// Ids of services gone.
+    pub removes: Vec<String>,
+    /// The seeds, when they changed.
+    pub seeds: Option<Vec<String>>,
+}
+
+impl ServiceChanges {
+    /// Nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.upserts.is_empty() && self.removes.is_empty() && self.seeds.is_none()
+    }
+}

@@ -4,8 +4,8 @@
 //! [`Change`]s into actions.
 
 use super::member::Member;
-use crate::model::{DesiredState, SharedVips};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::model::{DesiredState, ServiceSpec, SharedVips};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use vigil_l2::{InterfaceSet, Vip};
 use vigil_lb::{Group, NodeMeta, NodeView, Policy, Quorum, Service, Verdict, decide, elect};
@@ -59,35 +59,67 @@ pub struct VipStatus {
     pub candidates: Vec<String>,
 }
 
+/// How the gossip view changed since the last election, as far as the election reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ViewChange {
+    /// Same live members with the same metadata (a suspicion, a refutation, a dead member
+    /// that was already not live): nothing to elect.
+    Unchanged,
+    /// Only these members stopped being live: each ranking keeps its order without them.
+    Lost(BTreeSet<String>),
+    /// Anything else (a join, new metadata): every service is elected again.
+    Other,
+}
+
 /// The election's state: inputs, the last result, and the VIPs owned since.
+///
+/// With per-service elections (Kubernetes mode) every service is elected on its own, so a
+/// change to some services re-elects only those ([`Election::evaluate_services`]) and
+/// touches only their VIPs; a lost member only shortens the rankings it was in. Grouped
+/// elections (standalone) always run whole.
 #[derive(Debug)]
 pub(crate) struct Election {
     node: String,
     hold_down: bool,
     desired: DesiredState,
+    /// Position of each service in `desired.services`.
+    index: HashMap<String, usize>,
+    /// The services using each VIP, by id.
+    by_vip: BTreeMap<IpAddr, BTreeSet<String>>,
     members: Vec<Member>,
+    /// The node views the last election ran with.
+    views: Vec<NodeView>,
     /// What this node publishes: it stands for this node's own entry in the view, which
     /// the gossip layer may not have reported back yet.
     local_meta: NodeMeta,
+    /// Grouped mode: the groups and verdicts of the last election, in order.
     groups: Vec<Group>,
     verdicts: Vec<Verdict>,
+    /// Per-service mode: each service's group and verdict, by id.
+    elected: HashMap<String, (Group, Verdict)>,
     quorum: Quorum,
     owned: BTreeMap<IpAddr, Owned>,
 }
 
 impl Election {
     pub(crate) fn new(node: String, hold_down: bool, desired: DesiredState) -> Self {
-        Self {
+        let mut election = Self {
             node,
             hold_down,
             desired,
+            index: HashMap::new(),
+            by_vip: BTreeMap::new(),
             members: Vec::new(),
+            views: Vec::new(),
             local_meta: NodeMeta::default(),
             groups: Vec::new(),
             verdicts: Vec::new(),
+            elected: HashMap::new(),
             quorum: Quorum { live: 0, needed: 0 },
             owned: BTreeMap::new(),
-        }
+        };
+        election.reindex();
+        election
     }
 
     pub(crate) fn desired(&self) -> &DesiredState {
@@ -96,6 +128,88 @@ impl Election {
 
     pub(crate) fn set_desired(&mut self, desired: DesiredState) {
         self.desired = desired;
+        self.reindex();
+    }
+
+    /// The seeds in force are replaced (nothing to elect).
+    pub(crate) fn set_seeds(&mut self, seeds: Vec<String>) {
+        self.desired.seeds = seeds;
+    }
+
+    /// The service with this id, by index.
+    pub(crate) fn service(&self, id: &str) -> Option<&ServiceSpec> {
+        self.index.get(id).map(|&i| &self.desired.services[i])
+    }
+
+    fn reindex(&mut self) {
+        self.index.clear();
+        self.by_vip.clear();
+        for (i, s) in self.desired.services.iter().enumerate() {
+            self.index.insert(s.id.clone(), i);
+            for vip in &s.vips {
+                self.by_vip.entry(*vip).or_default().insert(s.id.clone());
+            }
+        }
+    }
+
+    fn unlink(by_vip: &mut BTreeMap<IpAddr, BTreeSet<String>>, spec: &ServiceSpec) {
+        for vip in &spec.vips {
+            if let Some(ids) = by_vip.get_mut(vip) {
+                ids.remove(&spec.id);
+                if ids.is_empty() {
+                    by_vip.remove(vip);
+                }
+            }
+        }
+    }
+
+    fn link(by_vip: &mut BTreeMap<IpAddr, BTreeSet<String>>, spec: &ServiceSpec) {
+        for vip in &spec.vips {
+            by_vip.entry(*vip).or_default().insert(spec.id.clone());
+        }
+    }
+
+    /// Applies changed and removed services to the desired state (in O(changes)); returns
+    /// the ids that really changed. A removal swaps the last service into the hole, so the
+    /// order of `desired.services` is not kept (per-service elections do not read it).
+    pub(crate) fn apply_changes(
+        &mut self,
+        upserts: Vec<ServiceSpec>,
+        removes: Vec<String>,
+    ) -> BTreeSet<String> {
+        let mut changed = BTreeSet::new();
+        for id in removes {
+            let Some(pos) = self.index.remove(&id) else {
+                continue;
+            };
+            let old = self.desired.services.swap_remove(pos);
+            if let Some(moved) = self.desired.services.get(pos) {
+                self.index.insert(moved.id.clone(), pos);
+            }
+            Self::unlink(&mut self.by_vip, &old);
+            changed.insert(id);
+        }
+        for spec in upserts {
+            match self.index.get(&spec.id).copied() {
+                Some(pos) => {
+                    if self.desired.services[pos] == spec {
+                        continue;
+                    }
+                    let old = std::mem::replace(&mut self.desired.services[pos], spec);
+                    Self::unlink(&mut self.by_vip, &old);
+                    Self::link(&mut self.by_vip, &self.desired.services[pos]);
+                    changed.insert(old.id);
+                }
+                None => {
+                    Self::link(&mut self.by_vip, &spec);
+                    self.index
+                        .insert(spec.id.clone(), self.desired.services.len());
+                    changed.insert(spec.id.clone());
+                    self.desired.services.push(spec);
+                }
+            }
+        }
+        changed
     }
 
     pub(crate) fn set_members(&mut self, members: impl IntoIterator<Item = Member>) {
@@ -151,13 +265,201 @@ impl Election {
         out
     }
 
+    fn views_now(&self) -> Vec<NodeView> {
+        self.members.iter().map(Member::view).collect()
+    }
+
+    /// How the gossip view changed since the last election, as the election reads it.
+    pub(crate) fn view_change(&self) -> ViewChange {
+        let now = self.views_now();
+        if now == self.views {
+            return ViewChange::Unchanged;
+        }
+        let before: BTreeMap<&str, &NodeView> =
+            self.views.iter().map(|v| (v.name.as_str(), v)).collect();
+        let after: BTreeMap<&str, &NodeView> = now.iter().map(|v| (v.name.as_str(), v)).collect();
+        let mut lost = BTreeSet::new();
+        for (name, view) in &after {
+            match before.get(name) {
+                // Not live before and now: its metadata is never read.
+                Some(old) if !old.live && !view.live => {}
+                Some(old) if old.live && !view.live => {
+                    lost.insert(name.to_string());
+                }
+                Some(old) if old == view => {}
+                None if !view.live => {}
+                _ => return ViewChange::Other,
+            }
+        }
+        for (name, old) in &before {
+            if old.live && !after.contains_key(name) {
+                lost.insert(name.to_string());
+            }
+        }
+        if lost.is_empty() {
+            ViewChange::Unchanged
+        } else {
+            ViewChange::Lost(lost)
+        }
+    }
+
+    fn per_service(&self) -> bool {
+        self.desired.shared_vips == SharedVips::PerService
+    }
+
     /// Re-runs the election for every VIP and returns what changed for this node.
     pub(crate) fn evaluate(&mut self) -> Vec<Change> {
+        if self.per_service() {
+            let nodes = self.views_now();
+            self.quorum = Quorum::of(&nodes, &self.policy());
+            self.views = nodes;
+            let mut touched: BTreeSet<IpAddr> = self.owned.keys().copied().collect();
+            self.elected.clear();
+            let ids: Vec<String> = self.desired.services.iter().map(|s| s.id.clone()).collect();
+            for id in ids {
+                touched.extend(self.elect_one(&id));
+            }
+            return self.settle(&touched);
+        }
+        self.evaluate_grouped()
+    }
+
+    /// Per-service mode: re-elects only `ids` (changed, added or removed services) and
+    /// settles only their VIPs. Grouped mode, or a view that changed since the last
+    /// election: everything.
+    pub(crate) fn evaluate_services(&mut self, ids: &BTreeSet<String>) -> Vec<Change> {
+        if !self.per_service() || self.view_change() != ViewChange::Unchanged {
+            return self.evaluate();
+        }
+        let mut touched = BTreeSet::new();
+        for id in ids {
+            if let Some((group, _)) = self.elected.remove(id) {
+                touched.extend(group.vips);
+            }
+            touched.extend(self.elect_one(id));
+        }
+        self.settle(&touched)
+    }
+
+    /// Per-service mode: only `lost` stopped being live since the last election. Each
+    /// ranking keeps its order without them (the hash and the scores are per node), so they
+    /// are only taken out; a verdict changes where an owner was lost or the quorum moved.
+    pub(crate) fn evaluate_lost(&mut self, lost: &BTreeSet<String>) -> Vec<Change> {
+        if !self.per_service() {
+            return self.evaluate();
+        }
+        let nodes = self.views_now();
+        let quorum = Quorum::of(&nodes, &self.policy());
+        let quorum_moved = quorum != self.quorum;
+        self.quorum = quorum;
+        self.views = nodes;
+        let mut touched = BTreeSet::new();
+        for (group, verdict) in self.elected.values_mut() {
+            let had = group.candidates.len();
+            group.candidates.retain(|c| !lost.contains(c));
+            if group.candidates.len() == had && !quorum_moved {
+                continue;
+            }
+            let next = decide(&self.node, std::slice::from_ref(group), quorum)
+                .pop()
+                .unwrap_or(Verdict::Standby { owner: None });
+            if next != *verdict {
+                touched.extend(group.vips.iter().copied());
+                *verdict = next;
+            }
+        }
+        self.settle(&touched)
+    }
+
+    /// Elects one service on its own (per-service mode) with the views of the last election;
+    /// returns its VIPs. A service gone or without VIPs is only forgotten.
+    fn elect_one(&mut self, id: &str) -> Vec<IpAddr> {
+        self.elected.remove(id);
+        let Some(spec) = self.service(id) else {
+            return Vec::new();
+        };
+        let policy = self.policy();
+        let Some(group) = elect(&[spec.to_lb()], &self.views, &policy).pop() else {
+            return Vec::new();
+        };
+        let verdict = decide(&self.node, std::slice::from_ref(&group), self.quorum)
+            .pop()
+            .unwrap_or(Verdict::Standby { owner: None });
+        let vips = group.vips.clone();
+        self.elected.insert(id.to_string(), (group, verdict));
+        vips
+    }
+
+    /// Per-service mode: who owns each of `touched` now, and what changed there for this
+    /// node, in the order a whole election reports it (VIPs owned before, then VIPs taken).
+    fn settle(&mut self, touched: &BTreeSet<IpAddr>) -> Vec<Change> {
+        let mut owned = BTreeMap::new();
+        let mut why_not: BTreeMap<IpAddr, String> = BTreeMap::new();
+        let mut elected: BTreeMap<IpAddr, String> = BTreeMap::new();
+        let mut candidates: BTreeMap<IpAddr, usize> = BTreeMap::new();
+        for &vip in touched {
+            for id in self.by_vip.get(&vip).into_iter().flatten() {
+                let Some((group, verdict)) = self.elected.get(id) else {
+                    continue;
+                };
+                candidates.entry(vip).or_insert(group.candidates.len());
+                match verdict {
+                    Verdict::Owner => owned
+                        .entry(vip)
+                        .or_insert_with(|| Owned {
+                            services: Vec::new(),
+                            interfaces: self.interfaces_for(vip),
+                        })
+                        .services
+                        .push(id.clone()),
+                    verdict => {
+                        why_not.insert(vip, why_not_reason(verdict));
+                        if let Verdict::Standby { owner: Some(o) } = verdict {
+                            elected.insert(vip, o.clone());
+                        }
+                    }
+                }
+            }
+        }
+        let mut changes = Vec::new();
+        for vip in touched {
+            if let Some(was) = self.owned.get(vip) {
+                changes.extend(diff_owned(
+                    *vip,
+                    was,
+                    owned.get(vip),
+                    &mut why_not,
+                    &mut elected,
+                ));
+            }
+        }
+        for (vip, now) in &owned {
+            if !self.owned.contains_key(vip) {
+                let n = candidates.get(vip).copied().unwrap_or(0);
+                changes.push(Change::Taken {
+                    vip: *vip,
+                    services: now.services.clone(),
+                    reason: format!("this node is first of {n} candidate(s)"),
+                });
+            }
+        }
+        for vip in touched {
+            match owned.remove(vip) {
+                Some(o) => self.owned.insert(*vip, o),
+                None => self.owned.remove(vip),
+            };
+        }
+        changes
+    }
+
+    /// Grouped mode: every group elected again.
+    fn evaluate_grouped(&mut self) -> Vec<Change> {
         let services = self.services();
-        let nodes: Vec<NodeView> = self.members.iter().map(Member::view).collect();
+        let nodes = self.views_now();
         let policy = self.policy();
         self.groups = elect(&services, &nodes, &policy);
         self.quorum = Quorum::of(&nodes, &policy);
+        self.views = nodes;
         self.verdicts = decide(&self.node, &self.groups, self.quorum);
         let by_vip = self.services_by_vip();
 
@@ -187,21 +489,11 @@ impl Election {
                             }
                         }
                     }
-                    Verdict::Standby { owner: Some(o) } => {
-                        why_not.insert(vip, format!("{o} is first of the candidates"));
-                        elected.insert(vip, o.clone());
-                    }
-                    Verdict::Standby { owner: None } => {
-                        why_not.insert(vip, "no candidate node".to_string());
-                    }
-                    Verdict::NoQuorum(q) => {
-                        why_not.insert(
-                            vip,
-                            format!(
-                                "split-brain guard: {} live member(s) seen, {} needed",
-                                q.live, q.needed
-                            ),
-                        );
+                    verdict => {
+                        why_not.insert(vip, why_not_reason(verdict));
+                        if let Verdict::Standby { owner: Some(o) } = verdict {
+                            elected.insert(vip, o.clone());
+                        }
                     }
                 }
             }
@@ -209,42 +501,13 @@ impl Election {
 
         let mut changes = Vec::new();
         for (vip, was) in &self.owned {
-            match owned.get(vip) {
-                Some(now) if now.interfaces == was.interfaces => {
-                    let added: Vec<String> = now
-                        .services
-                        .iter()
-                        .filter(|s| !was.services.contains(s))
-                        .cloned()
-                        .collect();
-                    let removed: Vec<String> = was
-                        .services
-                        .iter()
-                        .filter(|s| !now.services.contains(s))
-                        .cloned()
-                        .collect();
-                    if !added.is_empty() || !removed.is_empty() {
-                        changes.push(Change::Services {
-                            vip: *vip,
-                            added,
-                            removed,
-                        });
-                    }
-                }
-                Some(now) => changes.push(Change::Taken {
-                    vip: *vip,
-                    services: now.services.clone(),
-                    reason: "its interfaces changed".into(),
-                }),
-                None => changes.push(Change::Released {
-                    vip: *vip,
-                    services: was.services.clone(),
-                    reason: why_not
-                        .remove(vip)
-                        .unwrap_or_else(|| "no service uses it any more".into()),
-                    successor: elected.remove(vip),
-                }),
-            }
+            changes.extend(diff_owned(
+                *vip,
+                was,
+                owned.get(vip),
+                &mut why_not,
+                &mut elected,
+            ));
         }
         for (vip, now) in &owned {
             if !self.owned.contains_key(vip) {
@@ -297,10 +560,11 @@ impl Election {
     fn interfaces_for(&self, vip: IpAddr) -> InterfaceSet {
         let mut names = BTreeSet::new();
         for s in self
-            .desired
-            .services
-            .iter()
-            .filter(|s| s.vips.contains(&vip))
+            .by_vip
+            .get(&vip)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.service(id))
         {
             match &s.interfaces {
                 None => return InterfaceSet::All,
@@ -339,6 +603,24 @@ impl Election {
 
     /// Every desired VIP with its owner (empty before the first election).
     pub(crate) fn vip_status(&self) -> Vec<VipStatus> {
+        if self.per_service() {
+            let mut out = Vec::new();
+            for s in &self.desired.services {
+                let Some((group, verdict)) = self.elected.get(&s.id) else {
+                    continue;
+                };
+                for &vip in &group.vips {
+                    out.push(VipStatus {
+                        vip,
+                        services: vec![s.id.clone()],
+                        owner: group.owner().map(str::to_string),
+                        announced_here: matches!(verdict, Verdict::Owner),
+                        candidates: group.candidates.clone(),
+                    });
+                }
+            }
+            return out;
+        }
         let by_vip = self.services_by_vip();
         let mut out = Vec::new();
         for (group, verdict) in self.groups.iter().zip(&self.verdicts) {
@@ -359,6 +641,63 @@ impl Election {
             }
         }
         out
+    }
+}
+
+/// Why this node does not own a VIP, for people.
+fn why_not_reason(verdict: &Verdict) -> String {
+    match verdict {
+        Verdict::Owner => "this node owns it".into(),
+        Verdict::Standby { owner: Some(o) } => format!("{o} is first of the candidates"),
+        Verdict::Standby { owner: None } => "no candidate node".into(),
+        Verdict::NoQuorum(q) => format!(
+            "split-brain guard: {} live member(s) seen, {} needed",
+            q.live, q.needed
+        ),
+    }
+}
+
+/// What changed for a VIP this node owned (`was`), now owned as `now` or not at all.
+fn diff_owned(
+    vip: IpAddr,
+    was: &Owned,
+    now: Option<&Owned>,
+    why_not: &mut BTreeMap<IpAddr, String>,
+    elected: &mut BTreeMap<IpAddr, String>,
+) -> Option<Change> {
+    match now {
+        Some(now) if now.interfaces == was.interfaces => {
+            let added: Vec<String> = now
+                .services
+                .iter()
+                .filter(|s| !was.services.contains(s))
+                .cloned()
+                .collect();
+            let removed: Vec<String> = was
+                .services
+                .iter()
+                .filter(|s| !now.services.contains(s))
+                .cloned()
+                .collect();
+            (!added.is_empty() || !removed.is_empty()).then_some(Change::Services {
+                vip,
+                added,
+                removed,
+            })
+        }
+        Some(now) => Some(Change::Taken {
+            vip,
+            services: now.services.clone(),
+            reason: "its interfaces changed".into(),
+        }),
+        None => Some(Change::Released {
+            vip,
+            services: was.services.clone(),
+            reason: why_not
+                .remove(&vip)
+                .unwrap_or_else(|| "no service uses it any more".into()),
+            successor: elected.remove(&vip),
+        }),
     }
 }
 

@@ -34,6 +34,8 @@ mod member;
 mod status;
 
 #[cfg(test)]
+mod keyed_tests;
+#[cfg(test)]
 mod tests;
 
 pub use election::VipStatus;
@@ -41,8 +43,8 @@ pub use health::Hysteresis;
 pub use member::{Member, MemberEventKind, MemberState};
 pub use status::{Counters, Status, StatusMember, StatusQuorum, StatusVip};
 
-use crate::model::{DesiredState, StaticSettings};
-use election::{Change, Election};
+use crate::model::{DesiredState, DesiredUpdate, ServiceChanges, ServiceSpec, StaticSettings};
+use election::{Change, Election, ViewChange};
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
@@ -294,8 +296,74 @@ impl SpeakerCore {
         self.resync(Trigger::Desired);
     }
 
+    /// One update from a source: a whole snapshot ([`handle_desired`](Self::handle_desired))
+    /// or the services that changed ([`handle_service_changes`](Self::handle_service_changes))
+    /// and the seeds.
+    pub fn handle_update(&mut self, now: Instant, update: DesiredUpdate) {
+        match update {
+            DesiredUpdate::Whole(desired) => self.handle_desired(now, desired),
+            DesiredUpdate::Changes(ServiceChanges {
+                upserts,
+                removes,
+                seeds,
+            }) => {
+                if let Some(seeds) = seeds {
+                    self.handle_seeds(now, seeds);
+                }
+                self.handle_service_changes(now, upserts, removes);
+            }
+        }
+    }
+
+    /// The seeds changed (nothing is elected again).
+    pub fn handle_seeds(&mut self, _now: Instant, seeds: Vec<String>) {
+        if self.stopping() || seeds == self.election.desired().seeds {
+            return;
+        }
+        self.actions.push_back(Action::SetSeeds(seeds.clone()));
+        self.election.set_seeds(seeds);
+    }
+
+    /// Some services changed (`upserts`, whole, replacing those with the same id) or are
+    /// gone (`removes`, by id). With per-service elections (Kubernetes mode) only these
+    /// services are elected again and only their VIPs touched; grouped elections run whole.
+    /// A service equal to the one in force changes nothing.
+    pub fn handle_service_changes(
+        &mut self,
+        _now: Instant,
+        upserts: Vec<ServiceSpec>,
+        removes: Vec<String>,
+    ) {
+        if self.stopping() {
+            return;
+        }
+        let old_meta = self.meta();
+        for id in &removes {
+            self.failing.remove(id);
+        }
+        for spec in &upserts {
+            let was_checked = self
+                .election
+                .service(&spec.id)
+                .is_some_and(|s| s.health_checked);
+            if !spec.health_checked {
+                self.failing.remove(&spec.id);
+            } else if !was_checked {
+                self.failing.insert(spec.id.clone());
+            }
+        }
+        let changed = self.election.apply_changes(upserts, removes);
+        if changed.is_empty() {
+            return;
+        }
+        self.publish_meta_if_changed(&old_meta);
+        self.resync_with(Trigger::Desired, |e| e.evaluate_services(&changed));
+    }
+
     /// The gossip view after a membership event of `kind` (`None`: the view without an
-    /// event). The whole view replaces the last one.
+    /// event). The whole view replaces the last one. A view the election reads the same
+    /// (a suspicion, a refutation) elects nothing; a lost member only leaves the rankings
+    /// it was in.
     pub fn handle_members(
         &mut self,
         _now: Instant,
@@ -309,7 +377,12 @@ impl SpeakerCore {
         if self.stopping() {
             return;
         }
-        self.resync(kind.map_or(Trigger::View, Trigger::Member));
+        let trigger = kind.map_or(Trigger::View, Trigger::Member);
+        match self.election.view_change() {
+            ViewChange::Unchanged => {}
+            ViewChange::Lost(lost) => self.resync_with(trigger, |e| e.evaluate_lost(&lost)),
+            ViewChange::Other => self.resync(trigger),
+        }
         if kind == Some(MemberEventKind::Join) && self.election.owns_any() {
             self.actions.push_back(Action::Reannounce);
         }
@@ -320,7 +393,6 @@ impl SpeakerCore {
     pub fn handle_local_health(&mut self, service: &str, passing: bool) -> bool {
         let checked = self
             .election
-            .desired()
             .service(service)
             .is_some_and(|s| s.health_checked);
         if !checked || self.stopping() {
@@ -551,11 +623,21 @@ impl SpeakerCore {
     /// Re-elects every VIP (once the first join is over) and queues what changed, in order:
     /// notices, addresses to hold or drop, handovers, the owned set.
     fn resync(&mut self, trigger: Trigger) {
+        self.resync_with(trigger, Election::evaluate);
+    }
+
+    /// As [`resync`](Self::resync), with the election run by `evaluate` (whole, or only the
+    /// services or members that changed).
+    fn resync_with(
+        &mut self,
+        trigger: Trigger,
+        evaluate: impl FnOnce(&mut Election) -> Vec<Change>,
+    ) {
         self.counters.evaluations += 1;
         if !self.joined {
             return;
         }
-        let changes = self.election.evaluate();
+        let changes = evaluate(&mut self.election);
         let mut handing_over = Vec::new();
         let mut addresses = Vec::new();
         for change in &changes {
