@@ -17,6 +17,8 @@ use vigil_gossip::{Config, ConfigError, LocalNode, MemberInfo, Membership, Stats
 const MAX_INBOUND_STREAMS: usize = 128;
 /// Most datagrams read from the socket before due timers run (see `read_waiting_datagrams`).
 const MAX_WAITING_DATAGRAMS: usize = 256;
+/// The name of the driver's own thread.
+const DRIVER_THREAD: &str = "vigil-gossip";
 /// How long [`Memberlist::shutdown`] waits for the driver before aborting it.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -43,6 +45,11 @@ pub struct Options {
     pub keys: Vec<SecretKey>,
     /// Seed for the engine's randomness; `None` takes one from the OS.
     pub seed: Option<[u8; 32]>,
+    /// Run the driver on a thread of its own (true, the default), so that probes are acked
+    /// on time however busy the caller's runtime is: a node that is slow to ack is suspected,
+    /// and under a fast profile declared dead. False spawns it on the caller's runtime (tests
+    /// that stall a node by stalling that runtime).
+    pub own_thread: bool,
 }
 
 impl Options {
@@ -57,6 +64,7 @@ impl Options {
             label: Label::default(),
             keys: Vec::new(),
             seed: None,
+            own_thread: true,
         }
     }
 }
@@ -142,102 +150,83 @@ struct Inner {
     local_addr: SocketAddr,
     advertise: SocketAddr,
     cmds: mpsc::UnboundedSender<Command>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    running: Mutex<Option<Running>>,
+}
+
+/// Where the driver runs, and how to stop it.
+#[derive(Debug)]
+enum Running {
+    /// A task on the caller's runtime.
+    Task(JoinHandle<()>),
+    /// A thread of its own: `abort` drops the driver (sent, or dropped with the last handle);
+    /// `done` fires once the thread's runtime is gone.
+    Thread {
+        abort: oneshot::Sender<()>,
+        done: oneshot::Receiver<()>,
+    },
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(task) = self.task.lock().ok().and_then(|mut t| t.take()) {
+        // A thread's abort sender is dropped with it, which stops that driver too.
+        if let Some(Running::Task(task)) = self.running.lock().ok().and_then(|mut t| t.take()) {
             task.abort();
         }
     }
 }
 
 impl Memberlist {
-    /// Binds the sockets and starts the driver task on the current tokio runtime.
+    /// Binds the sockets and starts the driver: on a thread of its own (a current-thread
+    /// tokio runtime) unless [`Options::own_thread`] is false, then as a task on the current
+    /// tokio runtime. The handle and the event stream work from any runtime.
     pub async fn start(options: Options) -> Result<(Self, Events), Error> {
-        let (tcp, udp) = net::bind(options.bind)?;
-        let local_addr = udp.local_addr().map_err(|source| Error::Bind {
-            addr: options.bind,
-            source,
-        })?;
-        let advertise = match options.advertise {
-            Some(a) if a.ip().is_unspecified() => {
-                return Err(Error::Options(format!(
-                    "advertise address {a} is unspecified: give the address peers should use"
-                )));
-            }
-            Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), local_addr.port()),
-            Some(a) => a,
-            None if local_addr.ip().is_unspecified() => {
-                return Err(Error::Options(format!(
-                    "bound to {local_addr}: give an advertise address peers can reach"
-                )));
-            }
-            None => local_addr,
-        };
-        let mut keys = options.keys.clone().into_iter();
-        let keyring = match keys.next() {
-            Some(primary) => Keyring::new(primary, keys),
-            None => Keyring::default(),
-        };
-        let framing = Framing {
-            label: options.label.clone(),
-            keyring,
-            ..Framing::default()
-        };
-        let seed = match options.seed {
-            Some(s) => s,
-            None => {
-                let mut s = [0u8; 32];
-                getrandom::getrandom(&mut s)
-                    .map_err(|e| Error::Options(format!("no OS randomness: {e}")))?;
-                s
-            }
-        };
-        let local = LocalNode {
-            name: options.name.clone(),
-            addr: advertise,
-            meta: options.meta.clone(),
-        };
-        let engine = Membership::new(
-            options.config.clone(),
-            framing,
-            local,
-            seed,
-            Instant::now().into_std(),
-        )?;
-        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-        let (stream_tx, stream_rx) = mpsc::channel(256);
-        let driver = Driver {
-            engine,
-            udp,
-            tcp,
-            cmds: cmd_rx,
-            events: ev_tx,
-            stream_tx,
-            stream_rx,
-            tasks: JoinSet::new(),
-            inbound: Arc::new(Semaphore::new(MAX_INBOUND_STREAMS)),
-            joins: Vec::new(),
-            leaves: Vec::new(),
-            counters: NetStats::default(),
-        };
-        let task = tokio::spawn(driver.run());
-        let inner = Inner {
-            name: options.name,
-            local_addr,
-            advertise,
-            cmds: cmd_tx,
-            task: Mutex::new(Some(task)),
-        };
-        Ok((
-            Self {
-                inner: Arc::new(inner),
-            },
-            Events(ev_rx),
-        ))
+        if !options.own_thread {
+            let (driver, started) = prepare(options)?;
+            let task = tokio::spawn(driver.run());
+            return Ok(started.into_handle(Running::Task(task)));
+        }
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (abort_tx, abort_rx) = oneshot::channel::<()>();
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(DRIVER_THREAD.into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(Error::Runtime(e)));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    match prepare(options) {
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                        Ok((driver, started)) => {
+                            if ready_tx.send(Ok(started)).is_err() {
+                                return;
+                            }
+                            // The abort fires when sent to or when the last handle is dropped.
+                            tokio::select! {
+                                () = driver.run() => {}
+                                _ = abort_rx => {}
+                            }
+                        }
+                    }
+                });
+                drop(runtime);
+                let _ = done_tx.send(());
+            })
+            .map_err(Error::Runtime)?;
+        let started = ready_rx.await.map_err(|_| Error::Stopped)??;
+        Ok(started.into_handle(Running::Thread {
+            abort: abort_tx,
+            done: done_rx,
+        }))
     }
 
     /// Our node name.
@@ -355,15 +344,141 @@ impl Memberlist {
     /// driver gets two seconds to stop, then is aborted. In-flight TCP exchanges are dropped.
     pub async fn shutdown(&self) {
         let _ = self.send(Command::Shutdown);
-        let task = self.inner.task.lock().ok().and_then(|mut t| t.take());
-        if let Some(mut task) = task
-            && tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
-                .await
-                .is_err()
-        {
-            task.abort();
+        let running = self.inner.running.lock().ok().and_then(|mut t| t.take());
+        if let Some(running) = running {
+            running.stop().await;
         }
     }
+}
+
+impl Running {
+    /// Waits up to [`SHUTDOWN_GRACE`] for the driver to end, then aborts it.
+    async fn stop(self) {
+        match self {
+            Self::Task(mut task) => {
+                let ended = tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+                    .await
+                    .is_ok();
+                if !ended {
+                    task.abort();
+                }
+            }
+            Self::Thread { abort, done } => {
+                let ended = tokio::time::timeout(SHUTDOWN_GRACE, done).await.is_ok();
+                if !ended {
+                    let _ = abort.send(());
+                }
+            }
+        }
+    }
+}
+
+/// What [`prepare`] built, before it becomes a [`Memberlist`].
+struct Started {
+    name: String,
+    local_addr: SocketAddr,
+    advertise: SocketAddr,
+    cmds: mpsc::UnboundedSender<Command>,
+    events: mpsc::UnboundedReceiver<Event>,
+}
+
+impl Started {
+    fn into_handle(self, running: Running) -> (Memberlist, Events) {
+        let inner = Inner {
+            name: self.name,
+            local_addr: self.local_addr,
+            advertise: self.advertise,
+            cmds: self.cmds,
+            running: Mutex::new(Some(running)),
+        };
+        (
+            Memberlist {
+                inner: Arc::new(inner),
+            },
+            Events(self.events),
+        )
+    }
+}
+
+/// Binds the sockets and builds the engine and its driver. Must run inside the runtime that
+/// will drive them (the sockets register with its reactor).
+fn prepare(options: Options) -> Result<(Driver, Started), Error> {
+    let (tcp, udp) = net::bind(options.bind)?;
+    let local_addr = udp.local_addr().map_err(|source| Error::Bind {
+        addr: options.bind,
+        source,
+    })?;
+    let advertise = match options.advertise {
+        Some(a) if a.ip().is_unspecified() => {
+            return Err(Error::Options(format!(
+                "advertise address {a} is unspecified: give the address peers should use"
+            )));
+        }
+        Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), local_addr.port()),
+        Some(a) => a,
+        None if local_addr.ip().is_unspecified() => {
+            return Err(Error::Options(format!(
+                "bound to {local_addr}: give an advertise address peers can reach"
+            )));
+        }
+        None => local_addr,
+    };
+    let mut keys = options.keys.clone().into_iter();
+    let keyring = match keys.next() {
+        Some(primary) => Keyring::new(primary, keys),
+        None => Keyring::default(),
+    };
+    let framing = Framing {
+        label: options.label.clone(),
+        keyring,
+        ..Framing::default()
+    };
+    let seed = match options.seed {
+        Some(s) => s,
+        None => {
+            let mut s = [0u8; 32];
+            getrandom::getrandom(&mut s)
+                .map_err(|e| Error::Options(format!("no OS randomness: {e}")))?;
+            s
+        }
+    };
+    let local = LocalNode {
+        name: options.name.clone(),
+        addr: advertise,
+        meta: options.meta.clone(),
+    };
+    let engine = Membership::new(
+        options.config.clone(),
+        framing,
+        local,
+        seed,
+        Instant::now().into_std(),
+    )?;
+    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let (stream_tx, stream_rx) = mpsc::channel(256);
+    let driver = Driver {
+        engine,
+        udp,
+        tcp,
+        cmds: cmd_rx,
+        events: ev_tx,
+        stream_tx,
+        stream_rx,
+        tasks: JoinSet::new(),
+        inbound: Arc::new(Semaphore::new(MAX_INBOUND_STREAMS)),
+        joins: Vec::new(),
+        leaves: Vec::new(),
+        counters: NetStats::default(),
+    };
+    let started = Started {
+        name: options.name,
+        local_addr,
+        advertise,
+        cmds: cmd_tx,
+        events: ev_rx,
+    };
+    Ok((driver, started))
 }
 
 struct PendingJoin {

@@ -2,7 +2,9 @@
 //!
 //! [`vigil_gossip::Membership`] decides everything and touches nothing; this crate gives it
 //! sockets and a clock. [`Memberlist::start`] binds a UDP socket and a TCP listener on the same
-//! port and spawns one task, shaped like quinn's connection driver, that `select!`s over:
+//! port and starts one task, shaped like quinn's connection driver, on a thread of its own
+//! (a current-thread runtime: probes are acked on time however busy the caller's runtime is
+//! with other work), that `select!`s over:
 //!
 //! - UDP datagrams (a 64 KiB receive buffer; replies go out from the bound socket, as Go's do);
 //! - accepted TCP connections (push/pull, join, fallback ping, reliable user messages), each
@@ -16,7 +18,7 @@
 //! socket's error queue, Linux `IP_RECVERR`) are passed to the engine as strong evidence
 //! ([`Membership::handle_unreachable`](vigil_gossip::Membership::handle_unreachable)).
 //!
-//! Time comes from `tokio::time::Instant`, so tests can pause and advance it.
+//! Time comes from `tokio::time::Instant` (of the driver's runtime).
 
 mod driver;
 mod icmp;
@@ -64,6 +66,9 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// The driver's thread or runtime could not be started.
+    #[error("cannot start the gossip driver: {0}")]
+    Runtime(std::io::Error),
     /// The driver task has stopped.
     #[error("the gossip driver has stopped")]
     Stopped,

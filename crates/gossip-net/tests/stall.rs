@@ -2,7 +2,7 @@
 //! arrived meanwhile before it runs the timers that fell due: otherwise a refutation waiting
 //! in the socket loses to the suspicion timeout it answers, and a live peer is declared dead.
 //!
-//! Node `a` runs on a current-thread runtime, so it runs only inside `block_on`: outside, it
+//! Node `a` runs on a current-thread runtime (not on a thread of its own), so it runs only inside `block_on`: outside, it
 //! is stalled exactly as a stopped process is, while its socket keeps receiving. Its peer `b`
 //! is played by the test on a plain socket (it acks pings; it refutes when the test says).
 
@@ -89,6 +89,8 @@ fn a_refutation_that_arrived_during_a_stall_beats_the_suspicion_timer() {
         .unwrap();
     let mut options = Options::new("a", "127.0.0.1:0".parse().unwrap());
     options.config = Config::fast();
+    // On the test's runtime, so that stalling the runtime stalls the node.
+    options.own_thread = false;
     // A 500 ms suspicion (two members: no confirmations expected, so the minimum) instead
     // of the profile's 150 ms: the only thing that may expire it is the stall, not a busy
     // machine delaying this thread between two steps.
