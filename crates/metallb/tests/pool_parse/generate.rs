@@ -14,6 +14,13 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub(crate) const VALID_KEYS: &[&str] = &["app", "tier", "example.com/team", "a.b-c_d", "App"];
 const INVALID_KEYS: &[&str] = &[
     "",
+    "_a",
+    "a_",
+    ".a",
+    "a.",
+    "x/",
+    "x.y/-a",
+    "a b/c",
     "-app",
     "app-",
     "bad key",
@@ -37,6 +44,10 @@ fn key() -> impl Strategy<Value = String> {
         24 => prop::sample::select(VALID_KEYS).prop_map(str::to_string),
         1 => Just(long('k', 63)),
         1 => Just(long('k', 64)),
+        1 => Just(format!("{}/a_b", long('p', 253))),
+        1 => Just(format!("{}/a", long('p', 254))),
+        1 => Just(format!("x.example.com/{}", long('n', 63))),
+        1 => Just(format!("x.example.com/{}", long('n', 64))),
         2 => prop::sample::select(INVALID_KEYS).prop_map(str::to_string),
     ]
 }
@@ -135,7 +146,7 @@ fn selectors() -> impl Strategy<Value = Vec<Value>> {
     })
 }
 
-fn service_allocation() -> impl Strategy<Value = Value> {
+pub(crate) fn service_allocation() -> impl Strategy<Value = Value> {
     (
         prop::option::of(prop_oneof![
             Just(0i64),

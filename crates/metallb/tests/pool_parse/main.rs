@@ -16,6 +16,11 @@
 //!   word. Listed difference: a refusal quotes the entry with Rust's `{:?}` where MetalLB uses
 //!   Go's `%q`, which escape characters outside printable ASCII differently (`"\u{a0}"`
 //!   against `"\u00a0"`, `"\0"` against `"\x00"`); such messages are counted, not compared.
+//! - `metallb_reads_selectors_alike`: `serviceAllocation`s (namespaces, selectors with good
+//!   and bad keys, values and operators, repeats), each in a pool of its own: the same verdict.
+//!   Listed difference (here and in the pool sets): vigil refuses a selector key whose prefix
+//!   has a label over 63 characters, which Kubernetes and MetalLB take (see
+//!   [`metallb::long_prefix_label`]).
 //!
 //! The MetalLB tests skip with a note when the probe is not built, unless
 //! `VIGIL_REQUIRE_GO=1`.
@@ -42,6 +47,8 @@ type Labels = BTreeMap<String, String>;
 const PROPERTY_CASES: u32 = 3000;
 /// Pool sets sent through MetalLB's parser.
 const METALLB_SETS: usize = 800;
+/// `serviceAllocation`s sent through MetalLB's parser, each alone in a pool.
+const METALLB_ALLOCATIONS: usize = 1500;
 /// Single entries sent through MetalLB's parser, each alone in a pool (besides every fixed
 /// odd entry).
 const METALLB_ENTRIES: usize = 2000;
@@ -346,6 +353,14 @@ fn metallb_reads_pools_alike() {
                     ));
                 }
             }
+            // Listed: a key prefix with a label over 63 characters (see
+            // `metallb::long_prefix_label`).
+            (Err(e), metallb::Reading::Accepted(_)) if metallb::long_prefix_label(e).is_some() => {
+                listed.push(format!(
+                    "set {i}: selector key {:?}",
+                    metallb::long_prefix_label(e)
+                ));
+            }
             (Ok(_), metallb::Reading::Refused(why)) => {
                 differences.push(format!(
                     "set {i}: vigil accepts, MetalLB says {why}: {}",
@@ -362,7 +377,7 @@ fn metallb_reads_pools_alike() {
         }
     }
     eprintln!(
-        "MetalLB read {} pool sets: {tally:?}; the listed overlap difference in {}",
+        "MetalLB read {} pool sets: {tally:?}; listed differences in {}",
         sets.len(),
         listed.len()
     );
@@ -446,6 +461,69 @@ fn metallb_parses_entries_alike() {
     assert!(
         differences.is_empty(),
         "{} entries read differently by MetalLB:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+}
+
+/// Every `serviceAllocation` alone in a pool with good addresses: MetalLB accepts exactly those
+/// vigil does (selector keys, values and operators, repeated namespaces, selectors,
+/// expressions and values).
+#[test]
+fn metallb_reads_selectors_alike() {
+    let Some(bin) = metallb::probe() else {
+        return;
+    };
+    let mut runner = TestRunner::new_with_rng(
+        RunnerConfig::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &METALLB_SEED),
+    );
+    let strategy = generate::service_allocation();
+    let sets: Vec<Vec<Value>> = (0..METALLB_ALLOCATIONS)
+        .map(|_| {
+            let allocation = strategy.new_tree(&mut runner).unwrap().current();
+            vec![serde_json::json!({"metadata": {"name": "a"}, "spec": {
+                "addresses": ["198.18.0.0/24"], "serviceAllocation": allocation}})]
+        })
+        .collect();
+    let readings = metallb::read(&bin, &sets);
+    let mut tally = Tally::default();
+    let mut differences = Vec::new();
+    let mut long_labels = Vec::new();
+    for (set, theirs) in sets.iter().zip(&readings) {
+        let ours = read_both(set, &[]);
+        tally.add(&ours);
+        let agree = matches!(
+            (&ours, theirs),
+            (Ok(_), metallb::Reading::Accepted(_)) | (Err(_), metallb::Reading::Refused(_))
+        );
+        let listed = match (&ours, theirs) {
+            (Err(e), metallb::Reading::Accepted(_)) => metallb::long_prefix_label(e),
+            _ => None,
+        };
+        if let Some(key) = listed {
+            long_labels.push(key);
+        } else if !agree {
+            differences.push(format!(
+                "{}: vigil {:?}, MetalLB {theirs:?}",
+                set[0]["spec"]["serviceAllocation"],
+                ours.as_ref()
+                    .map(|_| "accepts")
+                    .map_err(ToString::to_string)
+            ));
+        }
+    }
+    eprintln!(
+        "MetalLB read {} serviceAllocations: {tally:?}; the listed long-label difference in {}",
+        sets.len(),
+        long_labels.len()
+    );
+    if let Some(key) = long_labels.first() {
+        eprintln!("  listed: vigil refuses the selector key {key:?}, MetalLB takes it");
+    }
+    assert!(
+        differences.is_empty(),
+        "{} serviceAllocations read differently by MetalLB:\n{}",
         differences.len(),
         differences.join("\n")
     );
