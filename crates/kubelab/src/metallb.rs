@@ -29,7 +29,7 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -38,12 +38,11 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
 };
 use kube::{Client, ResourceExt};
-use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::KubeLab;
 use crate::binary::{found_or_skip, go_bin_dir};
-use crate::cluster::tail;
+use crate::cluster::{LabProcess, Output};
 use crate::control_plane::{ControlPlane, StaticToken};
 use crate::error::Error;
 use crate::fixtures::{TestNode, TestPod, create_node, create_pod, ensure_namespace};
@@ -491,100 +490,80 @@ impl ControllerConfig {
     }
 }
 
-/// A running MetalLB program, stopped by PID when dropped.
+/// A running MetalLB program: a [`LabProcess`] logging standard output and error (MetalLB
+/// logs JSON lines to standard output) whose guard stops it gracefully (SIGTERM, then
+/// SIGKILL after 10 s) when dropped, or kills it at once and prints where its log is kept
+/// when the test panics.
 #[derive(Debug)]
 pub struct MetalLbProcess {
-    child: Option<Child>,
-    name: String,
-    log: PathBuf,
+    process: LabProcess,
 }
 
 impl MetalLbProcess {
-    fn spawn(name: &str, mut command: Command, log: PathBuf) -> Result<Self, Error> {
-        let out = File::create(&log).map_err(|e| Error::io(&log, e))?;
-        let err = out.try_clone().map_err(|e| Error::io(&log, e))?;
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
+    fn spawn(name: &str, command: Command, log: PathBuf) -> Result<Self, Error> {
+        let process = LabProcess::start(name, command, log, Output::Both)
             .map_err(|e| Error::io(Path::new(name), e))?;
-        Ok(Self {
-            child: Some(child),
-            name: name.to_string(),
-            log,
-        })
+        Ok(Self { process })
     }
 
     /// What it is (`speaker <node>` or `controller`).
     pub fn name(&self) -> &str {
-        &self.name
+        self.process.name()
     }
 
     /// Its PID while it runs (the program itself: every launcher in between `exec`s).
     pub fn pid(&self) -> Option<Pid> {
-        self.child
-            .as_ref()
-            .map(|c| Pid::from_raw(i32::try_from(c.id()).expect("a Linux PID fits in i32")))
+        self.process.pid()
     }
 
     /// Its log (stdout and stderr; MetalLB logs JSON lines).
     pub fn log_path(&self) -> &Path {
-        &self.log
+        self.process.log_path()
     }
 
     /// The last `lines` lines of its log.
     pub fn log_tail(&self, lines: usize) -> String {
-        tail(&self.log, lines)
+        self.process.log_tail(lines)
     }
 
     /// An error with the end of its log if it has exited.
     pub fn check_running(&mut self) -> Result<(), Error> {
-        let Some(child) = self.child.as_mut() else {
-            return Err(Error::Config(format!("MetalLB {} was stopped", self.name)));
-        };
-        match child.try_wait() {
-            Ok(None) => Ok(()),
-            Ok(Some(status)) => {
-                self.child = None;
-                Err(Error::Config(format!(
-                    "MetalLB {} exited ({status}); its log ends:\n{}",
-                    self.name,
-                    tail(&self.log, 30)
-                )))
-            }
-            Err(e) => Err(Error::io(Path::new(&self.name), e)),
+        if !self.process.running() {
+            return Err(Error::Config(format!(
+                "MetalLB {} was stopped",
+                self.name()
+            )));
+        }
+        match self.process.exited() {
+            None => Ok(()),
+            Some(status) => Err(Error::Config(format!(
+                "MetalLB {} exited ({status}); its log ends:\n{}",
+                self.name(),
+                self.log_tail(30)
+            ))),
         }
     }
 
     /// Stops it with SIGTERM and waits for it (SIGKILL after 10 s); its exit status, `None`
     /// if it was not running or had to be killed.
     pub fn stop(&mut self) -> Option<ExitStatus> {
-        let pid = self.pid()?;
-        let _ = kill(pid, Signal::SIGTERM);
-        let child = self.child.as_mut()?;
-        let end = Instant::now() + STOP_GRACE;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    self.child = None;
-                    return Some(status);
-                }
-                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    self.kill();
-                    return None;
-                }
-            }
-        }
+        self.process.terminate(STOP_GRACE)
     }
 
     /// Kills it at once (SIGKILL), as a crash would end it.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
+    }
+
+    /// The process as every lab process is handled (a test that runs MetalLB and vigil side
+    /// by side checks, stops and reads them alike).
+    pub fn lab_process(&self) -> &LabProcess {
+        &self.process
+    }
+
+    /// The process, mutably.
+    pub fn lab_process_mut(&mut self) -> &mut LabProcess {
+        &mut self.process
     }
 }
 
@@ -594,8 +573,8 @@ impl Drop for MetalLbProcess {
             self.kill();
             eprintln!(
                 "vigil-kubelab: MetalLB {} log kept at {}",
-                self.name,
-                self.log.display()
+                self.name(),
+                self.log_path().display()
             );
         } else {
             let _ = self.stop();

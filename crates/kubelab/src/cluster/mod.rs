@@ -16,8 +16,7 @@ mod process;
 mod service;
 
 pub use http::{HttpAnswer, http_get};
-pub use process::LabProcess;
-pub(crate) use process::tail;
+pub use process::{LabProcess, Output};
 pub use service::{LbService, create_lb_service, first_ingress};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,15 +1,26 @@
 //! A program the test runs on a lab host (`vigil speaker`, `vigil controller`, `vigil
-//! standalone`, ...): started with `ip netns exec` in the host's namespace, its stderr in a log
-//! file of its own, killed by PID when its guard drops (also when a test panics).
+//! standalone`, MetalLB's speaker and controller, ...): started with `ip netns exec` in the
+//! host's namespace, its output in a log file of its own, killed by PID when its guard drops
+//! (also when a test panics). The one process wrapper of the labs: MetalLB's
+//! ([`crate::metallb::MetalLbProcess`]) is this one with MetalLB's stop-on-drop.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+/// What of a process's output goes into its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Standard error only (vigil logs there); standard output as the command set it.
+    StderrOnly,
+    /// Standard output and standard error (MetalLB logs to standard output).
+    Both,
+}
 
 /// One process on a lab host; SIGKILLed when dropped.
 #[derive(Debug)]
@@ -32,28 +43,40 @@ impl LabProcess {
         envs: &[(String, String)],
         log: PathBuf,
     ) -> Self {
-        if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir)
-                .unwrap_or_else(|e| panic!("{name}: {}: {e}", dir.display()));
-        }
-        let stderr =
-            File::create(&log).unwrap_or_else(|e| panic!("{name}: {}: {e}", log.display()));
-        let child = Command::new("ip")
+        let mut command = Command::new("ip");
+        command
             .args(["netns", "exec", ns])
             .arg(program)
             .args(args)
             .env_remove("KUBECONFIG")
             .envs(envs.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name} ({}): {e}", program.display()));
-        Self {
+            .stdout(Stdio::null());
+        Self::start(name, command, log, Output::StderrOnly)
+            .unwrap_or_else(|e| panic!("start {name} ({}): {e}", program.display()))
+    }
+
+    /// Runs `command` as it is built (its launcher puts it in a namespace: `ip netns exec`,
+    /// `unshare`, a shell that `exec`s the program, so the PID held is the program's), stdin
+    /// closed, the output `output` names into `log` (created afresh; its directory too).
+    pub fn start(
+        name: &str,
+        mut command: Command,
+        log: PathBuf,
+        output: Output,
+    ) -> io::Result<Self> {
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let stderr = File::create(&log)?;
+        if output == Output::Both {
+            command.stdout(stderr.try_clone()?);
+        }
+        let child = command.stdin(Stdio::null()).stderr(stderr).spawn()?;
+        Ok(Self {
             name: name.to_string(),
             child: Some(child),
             log,
-        }
+        })
     }
 
     /// What it is (a node name, a controller identity).
@@ -88,11 +111,17 @@ impl LabProcess {
         tail(&self.log, lines)
     }
 
+    /// Its exit status if it has exited by itself since the last look (it no longer runs
+    /// then); `None` while it runs, or when it was not running.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().expect("try_wait")?;
+        self.child = None;
+        Some(status)
+    }
+
     /// Panics, with the end of its log, when it has exited by itself.
     pub fn check_running(&mut self) {
-        if let Some(child) = &mut self.child
-            && let Some(status) = child.try_wait().expect("try_wait")
-        {
+        if let Some(status) = self.exited() {
             panic!(
                 "{} exited ({status}); log ends:\n{}",
                 self.name,
@@ -143,7 +172,7 @@ impl Drop for LabProcess {
 
 /// The last `lines` lines of the file at `path` (at most its last 1 MiB is read; empty when
 /// it cannot be read).
-pub(crate) fn tail(path: &Path, lines: usize) -> String {
+fn tail(path: &Path, lines: usize) -> String {
     let mut text = String::new();
     if let Ok(mut f) = File::open(path) {
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
