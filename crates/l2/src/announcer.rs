@@ -30,6 +30,18 @@
 //! every [`Config::refresh_interval`]. When another MAC claims an owned VIP, the series starts
 //! again on that interface (at most once per [`Config::defend_interval`]).
 //!
+//! # Pacing
+//!
+//! Gratuitous frames leave at most at [`Config::announce_rate`] frames per second, after a
+//! burst of [`Config::announce_burst`]: a re-announcement of every VIP (a member joined) or
+//! the takeover of a dead node's thousand VIPs is spread out rather than dropped, by us or by
+//! the neighbours and switches that receive it. A round that has to wait stays due in its
+//! schedule (nothing is queued, so nothing overflows) and [`Announcer::poll_timeout`] names
+//! the instant the next one may leave. Due rounds go in this order: first the first rounds of
+//! takeover series (newly owned VIPs, new interfaces, defences), then their later rounds, then
+//! routine rounds (re-announcements and refreshes); within each, the longest due first.
+//! Answers to questions are never paced: their rate is the askers'.
+//!
 //! # Graceful handover
 //!
 //! A node that is about to stop calls [`Announcer::hand_over`] before it tells the cluster it
@@ -43,12 +55,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use crate::frames::{self, NdiscAddressing};
 use crate::wire::ethernet::{self, Address as EthernetAddress, EtherType};
 use crate::wire::ndisc::NeighborFlags;
 use crate::wire::{arp, icmpv6, ipv6, ndisc};
+
+mod pace;
+
+use pace::Pacer;
 
 /// Tunables. [`Config::default`] is what the daemon uses unless told otherwise.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +88,18 @@ pub struct Config {
     /// the VIP back the later rounds leave neighbour caches on our MAC. `None`: only count
     /// and report claims.
     pub defend_interval: Option<Duration>,
+    /// Gratuitous frames (gratuitous ARP, unsolicited advertisements) per second, at most,
+    /// once the burst is spent (see the [module docs](self#pacing)). `None`: no pacing.
+    pub announce_rate: Option<NonZeroU32>,
+    /// Gratuitous frames that may leave back to back before the rate applies. Keep it well
+    /// under [`Config::max_queued_transmits`].
+    pub announce_burst: u32,
 }
+
+/// [`Config::announce_rate`]'s default: a thousand IPv4 VIPs (two frames a round) have their
+/// first round out in under half a second, while a switch or neighbour that polices ARP sees
+/// a steady flow rather than a burst of thousands.
+pub const DEFAULT_ANNOUNCE_RATE: u32 = 5_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -84,6 +112,8 @@ impl Default for Config {
             router: false,
             max_queued_transmits: 4096,
             defend_interval: Some(Duration::from_secs(5)),
+            announce_rate: NonZeroU32::new(DEFAULT_ANNOUNCE_RATE),
+            announce_burst: 256,
         }
     }
 }
@@ -222,13 +252,36 @@ pub enum Event {
 /// At most this many events wait in the event queue; more are dropped and counted.
 const MAX_QUEUED_EVENTS: usize = 1024;
 
+/// Which due rounds go first when pacing makes them wait (earlier variants first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Urgency {
+    /// A series started because the network may not know us there: a newly owned VIP, a new
+    /// interface or MAC, a defence against a claim.
+    Takeover,
+    /// A re-announcement of what we owned already, or a refresh.
+    Routine,
+}
+
 /// Where a VIP stands in its announcement schedule on one interface.
 #[derive(Debug, Clone, Copy)]
 struct Schedule {
+    /// When the series started (its first round went out), the origin of its rounds.
     started: Instant,
     /// Index of the next takeover round.
     round: usize,
     next_at: Option<Instant>,
+    urgency: Urgency,
+}
+
+/// See [`Schedule::rank`].
+type Rank = (Urgency, bool, Option<Instant>);
+
+impl Schedule {
+    /// The order among due rounds: first rounds of takeovers, later rounds of takeovers,
+    /// routine rounds; then the longest due.
+    fn rank(&self) -> Rank {
+        (self.urgency, self.round > 0, self.next_at)
+    }
 }
 
 /// What to do with one received frame.
@@ -254,6 +307,7 @@ pub struct Announcer {
     owned: BTreeMap<IpAddr, InterfaceSet>,
     schedules: BTreeMap<(IpAddr, u32), Schedule>,
     queue: VecDeque<Transmit>,
+    pacer: Pacer,
     stats: Stats,
     /// VIPs being handed over, with the instant they go silent at the latest.
     handover: BTreeMap<IpAddr, Instant>,
@@ -270,6 +324,7 @@ impl Announcer {
     /// An announcer with no interfaces and no VIPs.
     pub fn new(config: Config) -> Self {
         Self {
+            pacer: Pacer::new(config.announce_rate, config.announce_burst),
             config,
             interfaces: BTreeMap::new(),
             owned: BTreeMap::new(),
@@ -336,7 +391,7 @@ impl Announcer {
             self.schedules.retain(|(_, index), _| *index != ifindex);
             self.queue.retain(|t| t.ifindex != ifindex);
         }
-        self.reconcile(now);
+        self.reconcile(now, Urgency::Takeover);
     }
 
     /// Forgets an interface (it went away, went down or stopped qualifying). Anything queued
@@ -381,7 +436,7 @@ impl Announcer {
         self.recent_claims
             .retain(|(vip, _), _| owned.contains_key(vip));
         self.defended.retain(|(vip, _), _| owned.contains_key(vip));
-        self.reconcile(now);
+        self.reconcile(now, Urgency::Takeover);
         self.settle_handover();
     }
 
@@ -430,10 +485,12 @@ impl Announcer {
 
     /// Restarts the takeover series of every owned VIP on every interface (except VIPs being
     /// handed over), for when the caller has reason to think the network forgot us (e.g. a
-    /// partition healed).
+    /// partition healed, a member joined). These series are routine: paced behind takeovers.
+    /// A takeover whose first round has not left yet keeps its place.
     pub fn reannounce(&mut self, now: Instant) {
-        self.schedules.clear();
-        self.reconcile(now);
+        self.schedules
+            .retain(|_, s| s.urgency == Urgency::Takeover && s.round == 0);
+        self.reconcile(now, Urgency::Routine);
     }
 
     /// Handles one received frame. Malformed or unwanted frames are counted in [`Stats`] and
@@ -462,22 +519,47 @@ impl Announcer {
         }
     }
 
-    /// Sends the rounds that are due at `now`, and ends handovers whose bound has passed.
+    /// Sends the rounds that are due at `now`, as many as pacing allows (most urgent first,
+    /// see the [module docs](self#pacing)), and ends handovers whose bound has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.expire_handovers(now);
-        let due: Vec<(IpAddr, u32)> = self
+        let allowance = self.pacer.allowance(now);
+        if allowance == 0 {
+            return;
+        }
+        let mut due: Vec<(Rank, (IpAddr, u32))> = self
             .schedules
             .iter()
             .filter(|(_, s)| s.next_at.is_some_and(|at| at <= now))
-            .map(|(key, _)| *key)
+            .map(|(key, s)| (s.rank(), *key))
             .collect();
-        for (addr, ifindex) in due {
-            self.send_round(addr, ifindex);
+        // Every round is at least one frame: no more than `allowance` of them can go now,
+        // so only those need sorting.
+        let leaving = usize::try_from(allowance).unwrap_or(usize::MAX);
+        if due.len() > leaving {
+            due.select_nth_unstable(leaving);
+            due.truncate(leaving);
+        }
+        due.sort_unstable();
+        for (_, (addr, ifindex)) in due {
+            if self.pacer.allowance(now) == 0 {
+                break;
+            }
+            let frames = self.send_round(addr, ifindex);
+            self.pacer.charge(now, frames);
             if let Some(schedule) = self.schedules.get_mut(&(addr, ifindex)) {
+                if schedule.round == 0 {
+                    // Later rounds keep their spacing from the first one, however late
+                    // pacing let it leave.
+                    schedule.started = now;
+                }
                 schedule.round += 1;
                 schedule.next_at = match self.config.takeover_rounds.get(schedule.round) {
                     Some(offset) => Some(schedule.started + *offset),
-                    None => self.config.refresh_interval.map(|every| now + every),
+                    None => {
+                        schedule.urgency = Urgency::Routine;
+                        self.config.refresh_interval.map(|every| now + every)
+                    }
                 };
             }
         }
@@ -489,11 +571,16 @@ impl Announcer {
         self.queue.pop_front()
     }
 
-    /// When [`Announcer::handle_timeout`] should next be called, if ever.
+    /// When [`Announcer::handle_timeout`] should next be called, if ever: the next due
+    /// round (no earlier than pacing lets it leave) or handover bound.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let rounds = self.schedules.values().filter_map(|s| s.next_at);
-        rounds.chain(self.handover.values().copied()).min()
+        let round = self.schedules.values().filter_map(|s| s.next_at).min();
+        let round = round.map(|at| self.pacer.ready_at().map_or(at, |ready| at.max(ready)));
+        round
+            .into_iter()
+            .chain(self.handover.values().copied())
+            .min()
     }
 
     /// Another host claimed `vip` on `ifindex`: in a handover, the successor has spoken there;
@@ -540,6 +627,7 @@ impl Announcer {
                 started: now,
                 round: 0,
                 next_at,
+                urgency: Urgency::Takeover,
             },
         );
     }
@@ -624,8 +712,9 @@ impl Announcer {
         family && iface.mac.is_unicast() && set.contains(&iface.name)
     }
 
-    /// Brings schedules and the queue in line with `owned` and `interfaces`.
-    fn reconcile(&mut self, now: Instant) {
+    /// Brings schedules and the queue in line with `owned` and `interfaces`; series that
+    /// start here have this urgency.
+    fn reconcile(&mut self, now: Instant, urgency: Urgency) {
         let eligible: BTreeSet<(IpAddr, u32)> = self
             .owned
             .keys()
@@ -647,6 +736,7 @@ impl Announcer {
                 next_at: first
                     .or(self.config.refresh_interval)
                     .map(|offset| now + offset),
+                urgency,
             });
         }
     }
@@ -659,10 +749,10 @@ impl Announcer {
         }
     }
 
-    /// Queues one round of gratuitous frames for `addr` on `ifindex`.
-    fn send_round(&mut self, addr: IpAddr, ifindex: u32) {
+    /// Queues one round of gratuitous frames for `addr` on `ifindex`; returns how many.
+    fn send_round(&mut self, addr: IpAddr, ifindex: u32) -> u32 {
         let Some(mac) = self.interfaces.get(&ifindex).map(|iface| iface.mac) else {
-            return;
+            return 0;
         };
         match addr {
             IpAddr::V4(vip) => {
@@ -689,6 +779,7 @@ impl Announcer {
                         frame,
                     });
                 }
+                2
             }
             IpAddr::V6(vip) => {
                 let frame = self.advertisement(
@@ -705,6 +796,7 @@ impl Announcer {
                     kind: TransmitKind::UnsolicitedNeighborAdvert,
                     frame,
                 });
+                1
             }
         }
     }
@@ -926,5 +1018,7 @@ impl Announcer {
     }
 }
 
+#[cfg(test)]
+mod pacing_tests;
 #[cfg(test)]
 mod tests;
