@@ -17,49 +17,40 @@
 //!   Afterwards exactly one node answers for each VIP; then one node is rolled back to MetalLB
 //!   (the way back), held to the same allowance.
 //!
-//! Lab: the API server on `cp` (198.18.0.2), speaker hosts `a`..`d` (198.18.0.11-14), a client
-//! (198.18.0.100), one bridge. The tests write each Service's `status.loadBalancer.ingress`
-//! themselves (no controller), with IPs inside the pools. Every speaker runs under MetalLB's
-//! speaker ServiceAccount and RBAC. Root and the Go programs are needed (skips otherwise, fails
+//! Lab: `vigil_kubelab::cluster`: the API server on `cp` (198.18.0.2), speaker hosts `a`..`d`
+//! (198.18.0.11-14), a client (198.18.0.100), one bridge. The tests write each Service's
+//! `status.loadBalancer.ingress` themselves (no controller), with IPs inside the pools. Every
+//! speaker runs under MetalLB's speaker ServiceAccount and RBAC; MetalLB's and vigil's are
+//! both `LabProcess`es. Root and the Go programs are needed (skips otherwise, fails
 //! under `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`). Waits are bounded polls; the only
 //! timing assertion is a ratio between figures of the same run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use vigil_kubelab::metallb::{
-    self, L2Status, METALLB_NAMESPACE, MemberlistKey, MetalLbBinaries, MetalLbSpeaker,
-    SpeakerConfig,
+use vigil_kubelab::cluster::{
+    CLIENT, CLIENT4, Cluster, ClusterSpec, LabProcess, LbService, http_get, metallb_first,
 };
-use vigil_kubelab::{
-    ControlPlaneConfig, KubeLab, TestEndpoint, TestService, TestSlice, apply_yaml,
-    create_endpoint_slice, create_service, ensure_namespace,
-};
+use vigil_kubelab::metallb::{self, L2Status, MetalLbBinaries, MetalLbSpeaker};
 use vigil_l2_net::{Filter, PacketSocket};
 use vigil_netlab::prober::{Heard, hear};
 
-const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
-const HOSTS: [(&str, &str, [u8; 4]); 4] = [
-    ("a", "node-a", [198, 18, 0, 11]),
-    ("b", "node-b", [198, 18, 0, 12]),
-    ("c", "node-c", [198, 18, 0, 13]),
-    ("d", "node-d", [198, 18, 0, 14]),
-];
+/// How many speaker hosts (`a`..`d`, nodes `node-a`..`node-d`).
+const NODES: usize = 4;
 /// vigil speakers serve `/status` here (on their memberlist address).
 const STATUS_PORT: u16 = 7472;
 /// The namespace of the test Services.
 const APPS: &str = "apps";
+/// How long a SIGTERMed speaker (either program) gets to leave memberlist and exit.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Time between two rounds of ARP questions (one per VIP per round).
 const PROBE_INTERVAL: Duration = Duration::from_millis(25);
 /// The answers a settled VIP must have in this trailing window: only the owner's MAC.
@@ -74,6 +65,11 @@ const GAP_RATIO: u32 = 2;
 /// ... plus this many probe intervals (the figures are quantised by the probe interval, and
 /// one late answer on a loaded machine costs one interval).
 const GAP_SLACK_PROBES: u32 = 4;
+
+/// The `vigil` binary under test.
+fn vigil() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_vigil"))
+}
 
 /// Our own configuration objects for the mixed cluster (MetalLB's API, in our words): pool
 /// `west` announced on `eth0` only, from every node; pool `east` on every interface, from
@@ -146,93 +142,11 @@ spec:
 // Speakers
 // ---------------------------------------------------------------------------------------------
 
-/// One `vigil speaker` process on a lab host, with MetalLB's flags; killed when dropped.
-struct VigilSpeaker {
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl VigilSpeaker {
-    fn start(
-        lab: &KubeLab,
-        config: &SpeakerConfig,
-        kubeconfig: &Path,
-        key: &MemberlistKey,
-    ) -> Self {
-        let dir = lab.cp().work_dir().join("vigil").join(&config.node);
-        let key_dir = dir.join("memberlist-key");
-        std::fs::create_dir_all(&key_dir).expect("speaker dir");
-        std::fs::write(key_dir.join("secretkey"), key.as_str()).expect("key file");
-        let log = dir.join("speaker.log");
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .expect("log file");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &lab.bridge().ns(&config.host)])
-            .arg(env!("CARGO_BIN_EXE_vigil"))
-            .arg("speaker")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--namespace={}", config.namespace))
-            .arg(format!("--node-name={}", config.node))
-            .arg(format!("--pod-name={}", config.pod_name()))
-            .arg(format!("--ml-bindaddr={}", config.ip))
-            .arg(format!("--ml-bindport={}", config.memberlist_port))
-            .arg(format!("--ml-labels={}", metallb::speaker_label_selector()))
-            .arg(format!("--ml-secret-key-path={}", key_dir.display()))
-            .arg(format!("--port={STATUS_PORT}"))
-            .arg("--log-level=info")
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start vigil speaker");
-        Self {
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    /// SIGTERM and a bounded wait: whether it exited by itself.
-    fn stop(&mut self) -> bool {
-        let Some(mut child) = self.child.take() else {
-            return false;
-        };
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if let Ok(Some(_)) = child.try_wait() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
-    }
-}
-
-impl Drop for VigilSpeaker {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Whichever program speaks for a node.
+/// Whichever program speaks for a node: MetalLB's speaker (kept whole for its files) or
+/// `vigil speaker`; either way one [`LabProcess`] to check, stop and read.
 enum Speaker {
     MetalLb(Box<MetalLbSpeaker>),
-    Vigil(VigilSpeaker),
+    Vigil(LabProcess),
 }
 
 impl Speaker {
@@ -243,40 +157,38 @@ impl Speaker {
         }
     }
 
+    fn process(&self) -> &LabProcess {
+        match self {
+            Self::MetalLb(s) => s.process().lab_process(),
+            Self::Vigil(p) => p,
+        }
+    }
+
+    fn process_mut(&mut self) -> &mut LabProcess {
+        match self {
+            Self::MetalLb(s) => s.process_mut().lab_process_mut(),
+            Self::Vigil(p) => p,
+        }
+    }
+
     /// Panics with the end of its log if it has exited.
     fn check_running(&mut self, node: &str) {
-        match self {
-            Self::MetalLb(s) => {
-                if let Err(e) = s.process_mut().check_running() {
-                    panic!("{node}: {e}");
-                }
-            }
-            Self::Vigil(s) => {
-                if let Some(child) = &mut s.child
-                    && let Some(status) = child.try_wait().expect("try_wait")
-                {
-                    panic!(
-                        "vigil speaker {node} exited ({status}); log ends:\n{}",
-                        s.log_tail(30)
-                    );
-                }
-            }
+        if let Some(status) = self.process_mut().exited() {
+            panic!(
+                "{} speaker {node} exited ({status}); log ends:\n{}",
+                self.program(),
+                self.process().log_tail(30)
+            );
         }
     }
 
     /// SIGTERM, as the kubelet stops a Pod, and a bounded wait: whether it exited by itself.
     fn terminate(&mut self) -> bool {
-        match self {
-            Self::MetalLb(s) => s.process_mut().stop().is_some(),
-            Self::Vigil(s) => s.stop(),
-        }
+        self.process_mut().terminate(STOP_GRACE).is_some()
     }
 
     fn log_tail(&self, lines: usize) -> String {
-        match self {
-            Self::MetalLb(s) => s.process().log_tail(lines),
-            Self::Vigil(s) => s.log_tail(lines),
-        }
+        self.process().log_tail(lines)
     }
 }
 
@@ -326,7 +238,7 @@ impl Prober {
                     .map_err(|e| format!("packet socket: {e}"))?;
                 let questions: Vec<Vec<u8>> = vips
                     .iter()
-                    .map(|vip| vigil_l2::frames::arp_request(mac, CLIENT_IP, *vip))
+                    .map(|vip| vigil_l2::frames::arp_request(mac, CLIENT4, *vip))
                     .collect();
                 let mut buf = vec![0u8; 2048];
                 let mut next = Instant::now();
@@ -352,7 +264,7 @@ impl Prober {
                             if let Some(Heard::Arp {
                                 mac,
                                 gratuitous: false,
-                            }) = hear(&buf[..n], CLIENT_IP, *vip, 0)
+                            }) = hear(&buf[..n], CLIENT4, *vip, 0)
                             {
                                 let mut list = answers.lock().expect("answers");
                                 if list.len() < MAX_ANSWERS {
@@ -467,28 +379,18 @@ impl Drop for Prober {
 // The lab
 // ---------------------------------------------------------------------------------------------
 
-/// The lab with MetalLB's CRDs, RBAC, namespace and Secret, every speaker's Node and Pod, and
-/// a configuration; no speaker runs yet.
-struct Cluster {
+/// The lab cluster (four speaker hosts, MetalLB's CRDs, RBAC, namespace, Secret, every
+/// speaker's Node and Pod), a configuration and namespace [`APPS`]; the speakers running on it.
+struct Rig {
     // Dropped first: speakers stop before the lab goes away.
     speakers: BTreeMap<String, Speaker>,
-    configs: Vec<SpeakerConfig>,
-    macs: BTreeMap<String, String>,
-    key: MemberlistKey,
-    kubeconfig: PathBuf,
     binaries: MetalLbBinaries,
-    client: Client,
-    lab: KubeLab,
+    c: Cluster,
 }
 
-fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
-    let bridge = lab.bridge_mut();
-    bridge.add_namespace(host);
-    bridge.plug(host, "eth0");
-    bridge.ip(host, &["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
-}
-
-impl Cluster {
+impl Rig {
+    /// `labels` are (node, key, value) Node labels; `configuration` the pools and
+    /// advertisements. No speaker runs yet.
     fn start(
         test: &str,
         tag: &str,
@@ -499,95 +401,47 @@ impl Cluster {
             return None;
         }
         let binaries = metallb::metallb_binaries(test)?;
-        let cp_config = ControlPlaneConfig {
-            tokens: metallb::metallb_service_account_tokens(),
-            ..ControlPlaneConfig::default()
+        let spec = ClusterSpec {
+            node_labels: labels
+                .iter()
+                .map(|(n, k, v)| ((*n).to_string(), (*k).to_string(), (*v).to_string()))
+                .collect(),
+            ..ClusterSpec::nodes(NODES)
         };
-        let mut lab = KubeLab::start(tag, test, cp_config)?;
-        let kubeconfigs =
-            metallb::write_metallb_kubeconfigs(lab.cp()).expect("MetalLB kubeconfigs");
-        let configs: Vec<SpeakerConfig> = HOSTS
-            .iter()
-            .map(|(host, node, ip)| {
-                let mut c = SpeakerConfig::new(host, node, IpAddr::from(*ip));
-                for (n, k, v) in labels {
-                    if n == node {
-                        c.node_labels.insert((*k).to_string(), (*v).to_string());
-                    }
-                }
-                c.kubeconfig = Some(kubeconfigs.speaker.clone());
-                c
-            })
-            .collect();
-        for (host, _, ip) in HOSTS {
-            plug(&mut lab, host, Ipv4Addr::from(ip));
-        }
-        plug(&mut lab, "client", CLIENT_IP);
-        let macs = configs
-            .iter()
-            .map(|c| (c.node.clone(), lab.bridge().mac(&c.host, "eth0")))
-            .collect();
-        let client = lab.cp().client().expect("admin client");
-        let key = MemberlistKey::random().expect("a memberlist key");
-        lab.cp().block_on(async {
-            metallb::install_metallb(&client, METALLB_NAMESPACE, &key)
-                .await
-                .expect("install MetalLB's CRDs, namespace and Secret");
-            metallb::install_metallb_rbac(&client)
-                .await
-                .expect("MetalLB's RBAC");
-            // Every Pod before any speaker: a Go speaker lists its peers at start-up only.
-            metallb::register_speakers(&client, &configs)
-                .await
-                .expect("speaker Nodes and Pods");
-            apply_yaml(&client, "pools and L2Advertisements", configuration)
-                .await
-                .expect("apply the pools and L2Advertisements");
-            ensure_namespace(&client, APPS).await.expect("namespace");
-        });
+        let c = Cluster::start(test, tag, &spec)?;
+        c.apply("pools and L2Advertisements", configuration);
+        c.namespace(APPS);
         Some(Self {
             speakers: BTreeMap::new(),
-            configs,
-            macs,
-            key,
-            kubeconfig: kubeconfigs.speaker,
             binaries,
-            client,
-            lab,
+            c,
         })
     }
 
-    fn config(&self, node: &str) -> &SpeakerConfig {
-        self.configs
-            .iter()
-            .find(|c| c.node == node)
-            .expect("a lab node")
-    }
-
+    /// The node names, owned (the rig changes while they are in use).
     fn nodes(&self) -> Vec<String> {
-        self.configs.iter().map(|c| c.node.clone()).collect()
-    }
-
-    fn node_of_mac(&self, mac: &str) -> String {
-        self.macs
-            .iter()
-            .find(|(_, m)| *m == mac)
-            .map_or_else(|| format!("? ({mac})"), |(n, _)| n.clone())
+        self.c.nodes().into_iter().map(str::to_string).collect()
     }
 
     fn start_metallb(&mut self, node: &str) {
-        let speaker =
-            MetalLbSpeaker::start(&self.lab, &self.binaries, self.config(node), &self.key)
-                .expect("start a MetalLB speaker");
+        let speaker = MetalLbSpeaker::start(
+            &self.c.lab,
+            &self.binaries,
+            self.c.config(node),
+            &self.c.key,
+        )
+        .expect("start a MetalLB speaker");
         self.speakers
             .insert(node.to_string(), Speaker::MetalLb(Box::new(speaker)));
     }
 
+    /// `vigil speaker` with MetalLB's flags, `/status` on [`STATUS_PORT`] (each start logs
+    /// to a fresh file).
     fn start_vigil(&mut self, node: &str) {
-        let speaker =
-            VigilSpeaker::start(&self.lab, self.config(node), &self.kubeconfig, &self.key);
+        let args = [format!("--port={STATUS_PORT}")];
+        let process = self.c.vigil_speaker(vigil(), self.c.index(node), &args);
         self.speakers
-            .insert(node.to_string(), Speaker::Vigil(speaker));
+            .insert(node.to_string(), Speaker::Vigil(process));
     }
 
     /// SIGTERMs `node`'s speaker and waits for it to exit; then replaces its Pod (and collects
@@ -600,10 +454,11 @@ impl Cluster {
             "{program} speaker {node} did not exit on SIGTERM; log ends:\n{}",
             speaker.log_tail(20)
         );
-        let config = self.config(node).clone();
-        self.lab
-            .cp()
-            .block_on(metallb::replace_speaker_pod(&self.client, &config))
+        self.c
+            .block_on(metallb::replace_speaker_pod(
+                self.c.client(),
+                self.c.config(node),
+            ))
             .expect("replace the speaker Pod");
     }
 
@@ -624,31 +479,14 @@ impl Cluster {
     /// Creates LoadBalancer Service `name` (`Local` or `Cluster`) with `ip` as its ingress, and
     /// an EndpointSlice with a ready endpoint on each of `endpoint_nodes`.
     fn add_service(&self, name: &str, ip: Ipv4Addr, local: bool, endpoint_nodes: &[&str]) {
-        let client = &self.client;
-        self.lab.cp().block_on(async {
-            let mut svc = TestService::load_balancer(APPS, name);
-            if local {
-                svc = svc.external_traffic_policy("Local");
-            }
-            create_service(client, &svc).await.expect("service");
-            let mut slice = TestSlice::for_service(APPS, name);
-            for (i, node) in endpoint_nodes.iter().enumerate() {
-                let ip = endpoint_ip(name, i);
-                slice = slice.endpoint(TestEndpoint::ready(ip, node));
-            }
-            create_endpoint_slice(client, &slice)
-                .await
-                .expect("endpoint slice");
-            // What a controller would write: the IP, through the status subresource.
-            let services: Api<Service> = Api::namespaced(client.clone(), APPS);
-            let status = serde_json::json!({
-                "status": { "loadBalancer": { "ingress": [ { "ip": ip.to_string() } ] } }
-            });
-            services
-                .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .expect("write status.loadBalancer.ingress");
-        });
+        let mut svc = LbService::new(APPS, name).ingress(&[IpAddr::V4(ip)]);
+        for (i, node) in endpoint_nodes.iter().enumerate() {
+            svc = svc.endpoint(endpoint_ip(name, i), node);
+        }
+        if local {
+            svc = svc.local();
+        }
+        self.c.add_service(&svc);
     }
 
     /// Replaces the endpoints of Service `name`'s slice: one ready endpoint on each of
@@ -666,10 +504,9 @@ impl Cluster {
                 })
             })
             .collect();
-        let slices: Api<EndpointSlice> = Api::namespaced(self.client.clone(), APPS);
+        let slices: Api<EndpointSlice> = Api::namespaced(self.c.client().clone(), APPS);
         let patch = serde_json::json!({ "endpoints": endpoints });
-        self.lab
-            .cp()
+        self.c
             .block_on(slices.patch(
                 &format!("{name}-kubelab"),
                 &PatchParams::default(),
@@ -680,30 +517,22 @@ impl Cluster {
 
     /// Sets (or, with `None`, removes) label `key` on Node `node`.
     fn label_node(&self, node: &str, key: &str, value: Option<&str>) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
+        let nodes: Api<Node> = Api::all(self.c.client().clone());
         let patch = serde_json::json!({ "metadata": { "labels": { key: value } } });
-        self.lab
-            .cp()
+        self.c
             .block_on(nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)))
             .expect("label the node");
-    }
-
-    fn l2_statuses(&self) -> Vec<L2Status> {
-        self.lab
-            .cp()
-            .block_on(metallb::l2_statuses(&self.client, METALLB_NAMESPACE))
-            .expect("list ServiceL2Status")
     }
 
     /// VIP → owner as vigil speaker `node` reports it on `/status` (`None`: no owner, or the
     /// VIP is not listed); `None` overall when `/status` cannot be read.
     fn vigil_owners(&self, node: &str) -> Option<BTreeMap<Ipv4Addr, Option<String>>> {
-        let addr = SocketAddr::new(self.config(node).ip, STATUS_PORT);
-        let ns = self.lab.bridge().ns("client");
-        let body = vigil_netlab::netns::run_in(&ns, || http_get(addr, "/status"))
-            .ok()
-            .flatten()?;
-        let status: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let addr = SocketAddr::new(self.c.config(node).ip, STATUS_PORT);
+        let answer = http_get(&self.c.ns(CLIENT), addr, "/status").ok()?;
+        if answer.status != 200 {
+            return None;
+        }
+        let status: serde_json::Value = serde_json::from_str(&answer.body).ok()?;
         let mut owners = BTreeMap::new();
         for vip in status["vips"].as_array()? {
             let ip: Ipv4Addr = vip["vip"].as_str()?.parse().ok()?;
@@ -721,26 +550,9 @@ fn endpoint_ip(name: &str, i: usize) -> IpAddr {
     IpAddr::from([198, 19, h, 10 + u8::try_from(i).expect("few endpoints")])
 }
 
-/// `GET path` over HTTP/1.1 with `Connection: close`; the body of a 200 answer.
-fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-}
-
 /// The node MetalLB's election picks for `ip` among `candidates` (none: nobody announces).
 fn first(candidates: &[String], ip: Ipv4Addr) -> Option<String> {
-    vigil_lb::rank(candidates.iter().map(String::as_str), IpAddr::V4(ip))
-        .first()
-        .map(ToString::to_string)
+    metallb_first(candidates, IpAddr::V4(ip))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -786,14 +598,14 @@ impl MixedService {
 
 /// What disagrees with the expectation right now, one line each (empty: all agree).
 fn disagreements(
-    cluster: &Cluster,
+    rig: &Rig,
     prober: &Prober,
     services: &[MixedService],
     zone_east: &BTreeSet<String>,
 ) -> Vec<String> {
-    let nodes = cluster.nodes();
-    let statuses = cluster.l2_statuses();
-    let vigil_nodes: Vec<String> = cluster
+    let nodes = rig.nodes();
+    let statuses = rig.c.l2_statuses();
+    let vigil_nodes: Vec<String> = rig
         .speakers
         .iter()
         .filter(|(_, s)| matches!(s, Speaker::Vigil(_)))
@@ -801,7 +613,7 @@ fn disagreements(
         .collect();
     let owners: BTreeMap<String, Option<BTreeMap<Ipv4Addr, Option<String>>>> = vigil_nodes
         .iter()
-        .map(|n| (n.clone(), cluster.vigil_owners(n)))
+        .map(|n| (n.clone(), rig.vigil_owners(n)))
         .collect();
     let mut wrong = Vec::new();
     for svc in services {
@@ -811,7 +623,7 @@ fn disagreements(
         let heard: BTreeSet<String> = prober
             .recent_macs(svc.ip, SETTLED_WINDOW)
             .iter()
-            .map(|m| cluster.node_of_mac(m))
+            .map(|m| rig.c.node_of_mac(m))
             .collect();
         let want: BTreeSet<String> = owner.iter().cloned().collect();
         if heard != want {
@@ -849,7 +661,7 @@ fn disagreements(
 /// Waits (bounded) until everything agrees; panics with what does not.
 fn wait_agreement(
     step: &str,
-    cluster: &mut Cluster,
+    rig: &mut Rig,
     prober: &mut Prober,
     services: &[MixedService],
     zone_east: &BTreeSet<String>,
@@ -857,18 +669,18 @@ fn wait_agreement(
     let started = Instant::now();
     let changed_at = prober.now();
     loop {
-        cluster.check_running();
+        rig.check_running();
         prober.check_running();
         // The trailing window must lie wholly after the change.
         let window_after_change = prober.now() >= changed_at + SETTLED_WINDOW;
-        let wrong = disagreements(cluster, prober, services, zone_east);
+        let wrong = disagreements(rig, prober, services, zone_east);
         if wrong.is_empty() && window_after_change {
             let owners: Vec<String> = services
                 .iter()
                 .map(|s| {
-                    let o = s.expected(zone_east, &cluster.nodes());
+                    let o = s.expected(zone_east, &rig.nodes());
                     let node = o.map_or_else(|| "nobody".to_string(), |o| o.node);
-                    let program = cluster.speakers.get(&node).map_or("", |sp| sp.program());
+                    let program = rig.speakers.get(&node).map_or("", |sp| sp.program());
                     format!("{}={node}({program})", s.name)
                 })
                 .collect();
@@ -883,7 +695,7 @@ fn wait_agreement(
             started.elapsed() < SETTLE_LIMIT,
             "mixed: {step}: no agreement within {SETTLE_LIMIT:?}:\n  {}\nlogs:\n{}",
             wrong.join("\n  "),
-            cluster.logs()
+            rig.logs()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -894,7 +706,7 @@ fn mixed_cluster_elects_one_owner_per_service() {
     const TEST: &str = "mixed_cluster_elects_one_owner_per_service";
     let started = Instant::now();
     let labels = [("node-a", "zone", "east"), ("node-b", "zone", "east")];
-    let Some(mut cluster) = Cluster::start(TEST, "vk-mix", &labels, MIXED_CONFIG) else {
+    let Some(mut rig) = Rig::start(TEST, "vk-mix", &labels, MIXED_CONFIG) else {
         return;
     };
     let mut zone_east: BTreeSet<String> = ["node-a", "node-b"].map(String::from).into();
@@ -937,20 +749,16 @@ fn mixed_cluster_elects_one_owner_per_service() {
         },
     ];
     for s in &services {
-        cluster.add_service(s.name, s.ip, s.local, &s.endpoints);
+        rig.add_service(s.name, s.ip, s.local, &s.endpoints);
     }
     // Two of each, interleaved, so that both programs own something.
-    cluster.start_metallb("node-a");
-    cluster.start_vigil("node-b");
-    cluster.start_metallb("node-c");
-    cluster.start_vigil("node-d");
+    rig.start_metallb("node-a");
+    rig.start_vigil("node-b");
+    rig.start_metallb("node-c");
+    rig.start_vigil("node-d");
     let vips: Vec<Ipv4Addr> = services.iter().map(|s| s.ip).collect();
-    let mut prober = Prober::start(
-        cluster.lab.bridge().ns("client"),
-        vips,
-        Duration::from_secs(300),
-    );
-    wait_agreement("start", &mut cluster, &mut prober, &services, &zone_east);
+    let mut prober = Prober::start(rig.c.ns(CLIENT), vips, Duration::from_secs(300));
+    wait_agreement("start", &mut rig, &mut prober, &services, &zone_east);
 
     // The Local services' endpoints move to the other nodes (pods rescheduled).
     let local_west = services
@@ -961,27 +769,27 @@ fn mixed_cluster_elects_one_owner_per_service() {
         .iter()
         .position(|s| s.name == "local-east")
         .unwrap();
-    let owner = |s: &MixedService, zone: &BTreeSet<String>, c: &Cluster| {
-        s.expected(zone, &c.nodes()).map(|e| e.node)
+    let owner = |s: &MixedService, zone: &BTreeSet<String>, r: &Rig| {
+        s.expected(zone, &r.nodes()).map(|e| e.node)
     };
     // Move local-west's only endpoint to a node of the other program, then off its owner.
     for target in ["node-a", "node-d", "node-c"] {
         services[local_west].endpoints = vec![target];
-        cluster.move_endpoints("local-west", &[target]);
+        rig.move_endpoints("local-west", &[target]);
         wait_agreement(
             &format!("local-west endpoint moved to {target}"),
-            &mut cluster,
+            &mut rig,
             &mut prober,
             &services,
             &zone_east,
         );
         assert_eq!(
-            owner(&services[local_west], &zone_east, &cluster).as_deref(),
+            owner(&services[local_west], &zone_east, &rig).as_deref(),
             Some(target)
         );
     }
     // local-east: its current owner's endpoint goes away, the other stays.
-    let was = owner(&services[local_east], &zone_east, &cluster).expect("an owner");
+    let was = owner(&services[local_east], &zone_east, &rig).expect("an owner");
     let stays: Vec<&'static str> = services[local_east]
         .endpoints
         .iter()
@@ -989,10 +797,10 @@ fn mixed_cluster_elects_one_owner_per_service() {
         .filter(|n| *n != was)
         .collect();
     services[local_east].endpoints = stays.clone();
-    cluster.move_endpoints("local-east", &stays);
+    rig.move_endpoints("local-east", &stays);
     wait_agreement(
         &format!("local-east endpoint on {was} removed"),
-        &mut cluster,
+        &mut rig,
         &mut prober,
         &services,
         &zone_east,
@@ -1002,20 +810,20 @@ fn mixed_cluster_elects_one_owner_per_service() {
     // and node-d, a vigil node, in turn), then node-a leaves the zone.
     for node in ["node-c", "node-d"] {
         zone_east.insert(node.to_string());
-        cluster.label_node(node, "zone", Some("east"));
+        rig.label_node(node, "zone", Some("east"));
         wait_agreement(
             &format!("{node} labelled zone=east"),
-            &mut cluster,
+            &mut rig,
             &mut prober,
             &services,
             &zone_east,
         );
     }
     zone_east.remove("node-a");
-    cluster.label_node("node-a", "zone", None);
+    rig.label_node("node-a", "zone", None);
     wait_agreement(
         "node-a unlabelled",
-        &mut cluster,
+        &mut rig,
         &mut prober,
         &services,
         &zone_east,
@@ -1024,19 +832,19 @@ fn mixed_cluster_elects_one_owner_per_service() {
     // local-west loses its last endpoint: nobody may announce it (MetalLB's rule), and it
     // comes back when an endpoint does.
     services[local_west].endpoints = Vec::new();
-    cluster.move_endpoints("local-west", &[]);
+    rig.move_endpoints("local-west", &[]);
     wait_agreement(
         "local-west without endpoints",
-        &mut cluster,
+        &mut rig,
         &mut prober,
         &services,
         &zone_east,
     );
     services[local_west].endpoints = vec!["node-b"];
-    cluster.move_endpoints("local-west", &["node-b"]);
+    rig.move_endpoints("local-west", &["node-b"]);
     wait_agreement(
         "local-west endpoint back on node-b",
-        &mut cluster,
+        &mut rig,
         &mut prober,
         &services,
         &zone_east,
@@ -1056,9 +864,9 @@ fn mixed_cluster_elects_one_owner_per_service() {
     // Every speaker ran under MetalLB's speaker RBAC. The one request of vigil's it refuses is
     // the key-rotation acknowledgement Lease (vigil's own addition, used only once vigil's
     // controller rotates keys); anything else refused would break the image-only swap.
-    for (node, s) in &cluster.speakers {
+    for (node, s) in &rig.speakers {
         if let Speaker::Vigil(v) = s {
-            let log = std::fs::read_to_string(&v.log).unwrap_or_default();
+            let log = v.log_text();
             let refused: Vec<&str> = log
                 .lines()
                 .filter(|l| l.contains("forbidden") && !l.contains(r#""event":"key_ack_failed""#))
@@ -1120,7 +928,7 @@ impl PhaseGaps {
 /// whole [`SETTLED_WINDOW`] after `since`; the prober time it held.
 fn wait_owners(
     step: &str,
-    cluster: &mut Cluster,
+    rig: &mut Rig,
     prober: &mut Prober,
     vips: &[Ipv4Addr],
     live: &[String],
@@ -1128,7 +936,7 @@ fn wait_owners(
 ) -> Duration {
     let started = Instant::now();
     loop {
-        cluster.check_running();
+        rig.check_running();
         prober.check_running();
         let wrong: Vec<String> = vips
             .iter()
@@ -1137,7 +945,7 @@ fn wait_owners(
                 let heard: BTreeSet<String> = prober
                     .recent_macs(*vip, SETTLED_WINDOW)
                     .iter()
-                    .map(|m| cluster.node_of_mac(m))
+                    .map(|m| rig.c.node_of_mac(m))
                     .collect();
                 (heard != BTreeSet::from([owner.clone()]))
                     .then(|| format!("{vip}: answered by {heard:?}, expected {owner}"))
@@ -1150,7 +958,7 @@ fn wait_owners(
             started.elapsed() < SETTLE_LIMIT,
             "migration: {step}: owners not settled within {SETTLE_LIMIT:?}:\n  {}\nlogs:\n{}",
             wrong.join("\n  "),
-            cluster.logs()
+            rig.logs()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -1162,19 +970,19 @@ fn wait_owners(
 /// until the new speaker answers for its VIPs and nobody else does).
 fn restart(
     step: &str,
-    cluster: &mut Cluster,
+    rig: &mut Rig,
     prober: &mut Prober,
     vips: &[Ipv4Addr],
     node: &str,
     vigil: bool,
 ) -> (PhaseGaps, PhaseGaps) {
-    let all = cluster.nodes();
+    let all = rig.nodes();
     let rest: Vec<String> = all.iter().filter(|n| *n != node).cloned().collect();
     let leave_from = prober.now();
-    cluster.terminate(node);
+    rig.terminate(node);
     let leave_to = wait_owners(
         &format!("{step}: {node} left"),
-        cluster,
+        rig,
         prober,
         vips,
         &rest,
@@ -1182,13 +990,13 @@ fn restart(
     );
     let join_from = prober.now();
     if vigil {
-        cluster.start_vigil(node);
+        rig.start_vigil(node);
     } else {
-        cluster.start_metallb(node);
+        rig.start_metallb(node);
     }
     let join_to = wait_owners(
         &format!("{step}: {node} joined"),
-        cluster,
+        rig,
         prober,
         vips,
         &all,
@@ -1211,10 +1019,10 @@ fn restart(
 fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
     const TEST: &str = "rolling_migration_gap_is_no_worse_than_metallbs_own";
     let started = Instant::now();
-    let Some(mut cluster) = Cluster::start(TEST, "vk-mig", &[], MIGRATION_CONFIG) else {
+    let Some(mut rig) = Rig::start(TEST, "vk-mig", &[], MIGRATION_CONFIG) else {
         return;
     };
-    let nodes = cluster.nodes();
+    let nodes = rig.nodes();
     // One VIP owned by each node (the first IP of the pool each node ranks first for), so every
     // restart moves a VIP away and back.
     let mut vips = Vec::new();
@@ -1227,31 +1035,20 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
     }
     for (i, vip) in vips.iter().enumerate() {
         let all: Vec<&str> = nodes.iter().map(String::as_str).collect();
-        cluster.add_service(&format!("svc-{i}"), *vip, false, &all);
+        rig.add_service(&format!("svc-{i}"), *vip, false, &all);
     }
     for node in &nodes {
-        cluster.start_metallb(node);
+        rig.start_metallb(node);
     }
-    let mut prober = Prober::start(
-        cluster.lab.bridge().ns("client"),
-        vips.clone(),
-        Duration::from_secs(400),
-    );
+    let mut prober = Prober::start(rig.c.ns(CLIENT), vips.clone(), Duration::from_secs(400));
     let now = prober.now();
-    wait_owners(
-        "MetalLB start",
-        &mut cluster,
-        &mut prober,
-        &vips,
-        &nodes,
-        now,
-    );
+    wait_owners("MetalLB start", &mut rig, &mut prober, &vips, &nodes, now);
 
     // MetalLB's own rolling restart of one node, while the rest are MetalLB: the baseline.
     let baseline_node = nodes[0].clone();
     let (base_leave, base_join) = restart(
         "baseline (MetalLB restarted as MetalLB)",
-        &mut cluster,
+        &mut rig,
         &mut prober,
         &vips,
         &baseline_node,
@@ -1268,7 +1065,7 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
         );
         steps.push((
             format!("{node} (MetalLB -> vigil)"),
-            restart(&step, &mut cluster, &mut prober, &vips, node, true),
+            restart(&step, &mut rig, &mut prober, &vips, node, true),
         ));
     }
 
@@ -1277,7 +1074,7 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
     let now = prober.now();
     let settled_at = wait_owners(
         "after the migration",
-        &mut cluster,
+        &mut rig,
         &mut prober,
         &vips,
         &nodes,
@@ -1286,8 +1083,7 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
     let tail = PhaseGaps::measure(&prober, &vips, settled_at - SETTLED_WINDOW, settled_at);
     assert_eq!(tail.conflicts, 0, "two nodes answered after the migration");
     assert!(
-        cluster
-            .speakers
+        rig.speakers
             .values()
             .all(|s| matches!(s, Speaker::Vigil(_))),
         "every node runs vigil"
@@ -1300,7 +1096,7 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
         format!("{back} (vigil -> MetalLB)"),
         restart(
             "rollback (vigil replaced by MetalLB)",
-            &mut cluster,
+            &mut rig,
             &mut prober,
             &vips,
             &back,
@@ -1310,7 +1106,7 @@ fn rolling_migration_gap_is_no_worse_than_metallbs_own() {
     let now = prober.now();
     let settled_at = wait_owners(
         "after the rollback",
-        &mut cluster,
+        &mut rig,
         &mut prober,
         &vips,
         &nodes,
