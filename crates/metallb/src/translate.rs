@@ -16,9 +16,9 @@
 
 use crate::config::{Config, L2Ad};
 use crate::selector::Selector;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointSlice};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 /// The label that excludes a node from load balancers (any value).
@@ -172,45 +172,96 @@ pub enum PeerSource {
 }
 
 /// Decides, for this node, every Service under `config` (the last configuration accepted).
+/// Each Service's slices are found through one index built here (by namespace and the
+/// `kubernetes.io/service-name` label), never by scanning every slice per Service.
 pub fn translate(config: &Config, cluster: &Cluster<'_>, opts: &Options) -> NodeView {
-    let nodes: BTreeMap<&str, &Node> = cluster
-        .nodes
-        .iter()
-        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
-        .collect();
+    let nodes = node_map(cluster.nodes);
+    let mut by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+    for slice in cluster.endpoint_slices {
+        if let Some(key) = slice_service(slice) {
+            by_service.entry(key).or_default().push(slice);
+        }
+    }
     let mut view = NodeView {
         node: opts.node_name.clone(),
         ..NodeView::default()
     };
     let mut services: Vec<&Service> = cluster.services.iter().collect();
-    services.sort_by_key(|s| service_id(s));
+    // By `namespace/name` as a string, as MetalLB lists them.
+    services.sort_by_cached_key(|s| service_id(s));
     for svc in services {
-        let id = service_id(svc);
-        match handle(config, cluster, &nodes, opts, svc) {
-            Ok(a) => view.services.push(Announceable { id, ..a }),
-            Err(why) => view.ignored.push((id, why)),
+        let slices = by_service
+            .get(&service_key(svc))
+            .map_or(&[][..], Vec::as_slice);
+        match translate_service(config, svc, slices, &nodes, opts) {
+            Ok(a) => view.services.push(a),
+            Err(why) => view.ignored.push((service_id(svc), why)),
         }
     }
-    view.peers = peers(cluster, &nodes, opts);
+    view.peers = peers(cluster.pods, &nodes, opts);
     view
 }
 
-fn service_id(svc: &Service) -> String {
-    format!(
-        "{}/{}",
+/// Nodes by name, as [`translate_service`] and [`peers`] take them.
+pub fn node_map<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> BTreeMap<&'a str, &'a Node> {
+    nodes
+        .into_iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+        .collect()
+}
+
+/// A Service's `namespace/name`, MetalLB's key and the speaker's service id.
+pub fn service_id(svc: &Service) -> String {
+    let (ns, name) = service_key(svc);
+    format!("{ns}/{name}")
+}
+
+fn service_key(svc: &Service) -> (&str, &str) {
+    (
         svc.metadata.namespace.as_deref().unwrap_or_default(),
-        svc.metadata.name.as_deref().unwrap_or_default()
+        svc.metadata.name.as_deref().unwrap_or_default(),
     )
+}
+
+/// The Service an EndpointSlice belongs to (namespace, `kubernetes.io/service-name`), if
+/// it names one.
+pub fn slice_service(slice: &EndpointSlice) -> Option<(&str, &str)> {
+    let name = slice
+        .metadata
+        .labels
+        .as_ref()?
+        .get(SERVICE_NAME_LABEL)
+        .filter(|n| !n.is_empty())?;
+    Some((
+        slice.metadata.namespace.as_deref().unwrap_or_default(),
+        name.as_str(),
+    ))
+}
+
+/// Decides one Service for this node: `slices` are its EndpointSlices (those whose
+/// [`slice_service`] is this Service; others are not read), `nodes` every Node by name.
+/// The answer is the one [`translate`] gives for it.
+pub fn translate_service(
+    config: &Config,
+    svc: &Service,
+    slices: &[&EndpointSlice],
+    nodes: &BTreeMap<&str, &Node>,
+    opts: &Options,
+) -> Result<Announceable, Ignored> {
+    let mut a = handle(config, slices, nodes, opts, svc)?;
+    a.id = service_id(svc);
+    Ok(a)
 }
 
 fn handle(
     config: &Config,
-    cluster: &Cluster<'_>,
+    slices: &[&EndpointSlice],
     nodes: &BTreeMap<&str, &Node>,
     opts: &Options,
     svc: &Service,
 ) -> Result<Announceable, Ignored> {
-    let spec = svc.spec.clone().unwrap_or_default();
+    let default_spec = ServiceSpec::default();
+    let spec = svc.spec.as_ref().unwrap_or(&default_spec);
     // speaker's ServiceReconciler: filterByLoadBalancerClass.
     let flag = opts.lb_class.as_deref().unwrap_or_default();
     if spec.load_balancer_class.as_deref().unwrap_or_default() != flag
@@ -225,24 +276,25 @@ fn handle(
         .status
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.clone())
+        .and_then(|lb| lb.ingress.as_deref())
         .unwrap_or_default();
     if ingress.is_empty() {
         return Err(Ignored::NoIpAllocated);
     }
     let mut vips = Vec::new();
-    for entry in &ingress {
-        let text = entry.ip.clone().unwrap_or_default();
-        let ip = crate::addr::parse_ip(&text).ok_or(Ignored::InvalidIp(text))?;
+    for entry in ingress {
+        let text = entry.ip.as_deref().unwrap_or_default();
+        let ip = crate::addr::parse_ip(text).ok_or_else(|| Ignored::InvalidIp(text.into()))?;
         vips.push(ip.to_canonical());
     }
     let pool = config.pool_for(&vips).ok_or(Ignored::IpNotAllowed)?;
 
-    let labels = svc.metadata.labels.clone().unwrap_or_default();
+    let no_labels = BTreeMap::new();
+    let labels = svc.metadata.labels.as_ref().unwrap_or(&no_labels);
     let ads: Vec<&L2Ad> = pool
         .l2_advertisements
         .iter()
-        .filter(|ad| ad.selects_service(&labels))
+        .filter(|ad| ad.selects_service(labels))
         .collect();
     let mine: Vec<&L2Ad> = ads
         .iter()
@@ -275,20 +327,6 @@ fn handle(
     };
 
     // Step 1: some endpoint anywhere must be able to serve.
-    let svc_ns = svc.metadata.namespace.as_deref().unwrap_or_default();
-    let svc_name = svc.metadata.name.as_deref().unwrap_or_default();
-    let slices: Vec<&EndpointSlice> = cluster
-        .endpoint_slices
-        .iter()
-        .filter(|s| {
-            s.metadata.namespace.as_deref().unwrap_or_default() == svc_ns
-                && s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    .is_some_and(|n| !n.is_empty() && n == svc_name)
-        })
-        .collect();
     let servable = || {
         slices
             .iter()
@@ -300,9 +338,9 @@ fn handle(
         return Ok(out);
     }
     // Step 3: allow-shared-ip is incompatible with serviceSelectors.
-    let annotations = svc.metadata.annotations.clone().unwrap_or_default();
-    let shares_ip = annotations.contains_key(ALLOW_SHARED_IP)
-        || annotations.contains_key(ALLOW_SHARED_IP_DEPRECATED);
+    let shares_ip = svc.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(ALLOW_SHARED_IP) || a.contains_key(ALLOW_SHARED_IP_DEPRECATED)
+    });
     if shares_ip && ads.iter().any(|ad| !ad.service_selectors.is_empty()) {
         out.nobody = Some(Nobody::SharedIpWithServiceSelector);
         return Ok(out);
@@ -314,11 +352,12 @@ fn handle(
     // Step 5: the node filters (the gossip view is the caller's).
     let mut eligible: BTreeSet<String> = ads
         .iter()
-        .flat_map(|ad| ad.nodes.iter().cloned())
+        .flat_map(|ad| ad.nodes.iter())
         .filter(|n| {
             let node = nodes.get(n.as_str()).copied();
             !network_unavailable(node) && (opts.ignore_exclude_lb || !excluded(node))
         })
+        .cloned()
         .collect();
     // Step 6: Local policy keeps nodes hosting a servable endpoint.
     if spec.external_traffic_policy.as_deref() == Some("Local") {
@@ -351,16 +390,24 @@ pub fn excluded(node: Option<&Node>) -> bool {
         .is_some_and(|l| l.contains_key(EXCLUDE_LB_LABEL))
 }
 
-fn peers(cluster: &Cluster<'_>, nodes: &BTreeMap<&str, &Node>, opts: &Options) -> Vec<Peer> {
+/// The gossip peers: speaker Pods in [`Options::namespace`] matching
+/// [`Options::speaker_selector`], by Pod IP and, for a hostNetwork Pod, its node's
+/// `InternalIP`s.
+pub fn peers<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    nodes: &BTreeMap<&str, &Node>,
+    opts: &Options,
+) -> Vec<Peer> {
     let Some(selector) = &opts.speaker_selector else {
         return Vec::new();
     };
     let mut out: BTreeMap<IpAddr, Peer> = BTreeMap::new();
-    for pod in cluster.pods {
+    let no_labels = BTreeMap::new();
+    for pod in pods {
         if pod.metadata.namespace.as_deref().unwrap_or_default() != opts.namespace {
             continue;
         }
-        if !selector.matches(&pod.metadata.labels.clone().unwrap_or_default()) {
+        if !selector.matches(pod.metadata.labels.as_ref().unwrap_or(&no_labels)) {
             continue;
         }
         let spec = pod.spec.as_ref();
