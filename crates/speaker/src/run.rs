@@ -8,7 +8,7 @@
 use crate::core::{Action, MemberEventKind, SpeakerCore};
 use crate::join::join_loop;
 use crate::local_address::LocalAddresses;
-use crate::model::{DesiredState, StaticSettings};
+use crate::model::{DesiredState, DesiredUpdate, StaticSettings};
 use crate::observe::SourceCounters;
 use crate::observe::http::{self, HttpState};
 use crate::observe::state::{LocalAddressState, Shared};
@@ -49,7 +49,8 @@ pub struct Source<D, K, H> {
     pub initial: DesiredState,
     /// The gossip keys at start, primary first; empty: no encryption.
     pub initial_keys: Vec<SecretKey>,
-    /// Later desired states.
+    /// Later desired states: whole snapshots, or only what changed
+    /// ([`DesiredUpdate`]; anything that turns into one, such as a [`DesiredState`]).
     pub desired: D,
     /// Later keyrings, each applied whole with `Memberlist::set_keyring`.
     pub keyrings: K,
@@ -101,7 +102,8 @@ pub async fn run<D, K, H, S>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError>
 where
-    D: Stream<Item = DesiredState> + Unpin,
+    D: Stream + Unpin,
+    D::Item: Into<DesiredUpdate>,
     K: Stream<Item = Vec<SecretKey>> + Unpin,
     H: Stream<Item = HealthReport> + Unpin,
     S: StatusSink,
@@ -238,6 +240,9 @@ where
             }
         };
         let stopping = core.stopping();
+        // A turn that changed nothing (an announcer poll with no report) does not rebuild
+        // the status: that is O(services), and the poll runs every second.
+        let mut quiet = false;
         tokio::select! {
             event = events.recv(), if gossip_open => match event {
                 Some(event) => runner.on_gossip(&mut core, event).await,
@@ -255,7 +260,7 @@ where
                 }
                 core.handle_local_health(&report.service, report.passing);
             }
-            Some(next) = desired.next(), if !stopping => core.handle_desired(now(), next),
+            Some(next) = desired.next(), if !stopping => core.handle_update(now(), next.into()),
             Some(keys) = keyrings.next(), if !stopping => {
                 let n = keys.len();
                 let result = gossip.set_keyring(keys.clone()).await.map_err(|e| e.to_string());
@@ -271,14 +276,14 @@ where
                 core.handle_first_join(now(), view);
             }
             () = timer => core.handle_timeout(now()),
-            _ = announcer_poll.tick(), if !stopping => runner.on_announcer_events(&mut core),
-            _ = stopping_poll.tick(), if stopping => runner.on_announcer_events(&mut core),
+            _ = announcer_poll.tick(), if !stopping => quiet = !runner.on_announcer_events(&mut core),
+            _ = stopping_poll.tick(), if stopping => quiet = !runner.on_announcer_events(&mut core),
             () = &mut shutdown, if !stopping => {
                 info!(event = "stopping", "leaving the cluster; answering until the successors speak");
                 core.begin_shutdown(now());
             }
         }
-        if runner.apply(&mut core).await {
+        if runner.apply(&mut core, quiet).await {
             break;
         }
     }
@@ -367,19 +372,23 @@ impl<S: StatusSink> Runner<S> {
         core.handle_members(now(), Some(kind), view);
     }
 
-    /// Logs what the announcer saw and hands it to the core.
-    fn on_announcer_events(&mut self, core: &mut SpeakerCore) {
-        for event in self.l2.take_events() {
-            log_announcer_event(&event);
-            core.handle_announcer_event(now(), &event);
+    /// Logs what the announcer saw and hands it to the core; returns whether it saw any.
+    fn on_announcer_events(&mut self, core: &mut SpeakerCore) -> bool {
+        let events = self.l2.take_events();
+        for event in &events {
+            log_announcer_event(event);
+            core.handle_announcer_event(now(), event);
         }
+        !events.is_empty()
     }
 
-    /// Carries out every queued action, in order, then publishes the status. Returns whether
-    /// the speaker has stopped.
-    async fn apply(&mut self, core: &mut SpeakerCore) -> bool {
+    /// Carries out every queued action, in order, then publishes the status (unless the turn
+    /// was `quiet` and queued nothing). Returns whether the speaker has stopped.
+    async fn apply(&mut self, core: &mut SpeakerCore, quiet: bool) -> bool {
         let mut stopped = false;
+        let mut acted = false;
         while let Some(action) = core.poll_action() {
+            acted = true;
             match &action {
                 Action::Announced {
                     vip,
@@ -462,7 +471,7 @@ impl<S: StatusSink> Runner<S> {
                     live,
                     changes,
                 } => {
-                    info!(event = "resync", trigger = %trigger, live, changes, "re-elected every VIP");
+                    info!(event = "resync", trigger = %trigger, live, changes, "election run");
                 }
                 Action::Leave => {
                     let gossip = self.gossip.clone();
@@ -476,7 +485,9 @@ impl<S: StatusSink> Runner<S> {
             }
             self.sink.notice(&action);
         }
-        self.publish(core);
+        if acted || !quiet {
+            self.publish(core);
+        }
         stopped
     }
 

@@ -141,7 +141,7 @@ async fn a_health_checked_service_is_announced_only_once_its_check_passes() {
     let source = Source {
         initial,
         initial_keys: Vec::new(),
-        desired: stream::pending(),
+        desired: stream::pending::<DesiredState>(),
         keyrings: stream::pending(),
         health: stream::poll_fn(move |cx| health_rx.poll_recv(cx)),
         counters: SourceCounters::default(),
