@@ -38,7 +38,7 @@ mod speaker;
 pub use election::ElectionMetrics;
 #[cfg(feature = "speaker")]
 pub use gossip::{GossipMetrics, MemberCounts, MemberEventCounts};
-pub use k8s::K8sClientMetrics;
+pub use k8s::{K8sClientMetrics, StatusWriterMetrics, WriteCounts};
 #[cfg(feature = "speaker")]
 pub use l2::L2Metrics;
 #[cfg(feature = "speaker")]

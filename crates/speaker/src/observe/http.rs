@@ -108,8 +108,12 @@ fn scrape(
             config_reloads_applied: reloads.applied(),
             config_reloads_rejected: reloads.rejected(),
         });
-    match reloads.k8s_client() {
+    let scrape = match reloads.k8s_client() {
         Some(k8s) => scrape.with(k8s),
+        None => scrape,
+    };
+    match reloads.status_writes().metrics() {
+        Some(writer) => scrape.with(writer),
         None => scrape,
     }
 }

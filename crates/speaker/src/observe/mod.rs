@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod state;
+pub mod status_writes;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,6 +20,8 @@ pub struct SourceCounters {
 
 #[derive(Debug, Default)]
 struct Inner {
+    /// The Kubernetes status writer's counters (exported once a writer runs).
+    status_writes: status_writes::StatusWriteCounters,
     applied: AtomicU64,
     rejected: AtomicU64,
     /// Set by a Kubernetes source: the `metallb_k8s_client_*` series are exported.
@@ -70,6 +73,11 @@ impl SourceCounters {
     pub fn set_config_state(&self, loaded: bool, stale: bool) {
         self.inner.config_loaded.store(loaded, Ordering::Relaxed);
         self.inner.config_stale.store(stale, Ordering::Relaxed);
+    }
+
+    /// The Kubernetes status writer's counters (`vigil_k8s_status_*`, `vigil_k8s_events_total`).
+    pub fn status_writes(&self) -> &status_writes::StatusWriteCounters {
+        &self.inner.status_writes
     }
 
     /// MetalLB's Kubernetes client metrics, for a Kubernetes source only.

@@ -210,14 +210,13 @@ async fn speak(
         () = &mut shutdown => return Ok(()),
     };
     let (source, stores) = started.map_err(|e| format!("kubernetes: {e}"))?;
-    let sink = vigil_k8s::sink::K8sSink::start(
-        client.clone(),
-        &settings.namespace,
-        &settings.node_name,
-        settings.pod_name.as_deref(),
-        shared,
-        &stores,
-    );
+    let target = vigil_k8s::sink::Target {
+        client: client.clone(),
+        namespace: settings.namespace.clone(),
+        node: settings.node_name.clone(),
+        pod: settings.pod_name.clone(),
+    };
+    let sink = vigil_k8s::sink::K8sSink::start(target, shared, &stores, &source.counters);
     let Some(keyring) = keyring else {
         return vigil_speaker::run(statics, source, sink, shutdown)
             .await

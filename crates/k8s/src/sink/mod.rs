@@ -1,0 +1,137 @@
+//! What a speaker writes back, as MetalLB's does: one `ServiceL2Status` per announcing node
+//! and Service, and a `nodeAssigned` Event on the Service when this node starts announcing.
+//!
+//! The runner's notices arrive synchronously ([`StatusSink::notice`]) and never wait: each
+//! becomes the newest wish for its Service in a map (so the backlog is bounded by the number
+//! of Services, and a wish replaces an older one not yet written), and an Event in a bounded
+//! queue (dropped and counted when full).
+//!
+//! - [`reconcile`]: the decisions, pure: wishes against this node's statuses as its watch
+//!   shows them, one operation per Service, bounded in flight, backoff per Service.
+//! - `writer`: the task that runs them: a watch of this node's ServiceL2Status objects (label
+//!   `metallb.io/node=<node>`, as MetalLB's status controller filters), and the writes.
+//! - `events`: the `nodeAssigned` Event queue and its workers.
+
+mod events;
+pub mod reconcile;
+mod writer;
+
+use crate::source::{Shared, Stores};
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::Notify;
+use vigil_speaker::StatusSink;
+use vigil_speaker::core::Action;
+use vigil_speaker::observe::SourceCounters;
+
+/// Where the sink is writing: the API client and this speaker's names.
+#[derive(Clone)]
+pub struct Target {
+    /// The client.
+    pub client: kube::Client,
+    /// MetalLB's namespace (the statuses live there).
+    pub namespace: String,
+    /// This node.
+    pub node: String,
+    /// This speaker's Pod (`--pod-name`): the owner of its statuses, so they go with it.
+    pub pod: Option<String>,
+}
+
+/// The speaker's [`StatusSink`] in Kubernetes mode.
+#[derive(Debug)]
+pub struct K8sSink {
+    wishes: Arc<Wishes>,
+    events: events::Queue,
+    shared: Shared,
+    /// The VIPs announced from here, per Service.
+    announced: HashMap<String, BTreeSet<IpAddr>>,
+}
+
+impl K8sSink {
+    /// Starts the status writer and the Event workers; their counters go to `counters`
+    /// (shown in `/metrics`).
+    pub fn start(
+        target: Target,
+        shared: Shared,
+        stores: &Stores,
+        counters: &SourceCounters,
+    ) -> Self {
+        let counters = counters.status_writes().clone();
+        counters.set_running();
+        let wishes = Arc::new(Wishes::default());
+        let events = events::Queue::start(
+            target.client.clone(),
+            target.node.clone(),
+            stores.services.clone(),
+            counters.clone(),
+        );
+        tokio::spawn(
+            writer::Writer::new(target, shared.clone(), stores, counters).run(Arc::clone(&wishes)),
+        );
+        Self {
+            wishes,
+            events,
+            shared,
+            announced: HashMap::new(),
+        }
+    }
+}
+
+impl StatusSink for K8sSink {
+    fn notice(&mut self, action: &Action) {
+        let (services, vip, announced) = match action {
+            Action::Announced { vip, services, .. } => (services, *vip, true),
+            Action::Withdrawn { vip, services, .. } => (services, *vip, false),
+            _ => return,
+        };
+        for service in services {
+            self.shared.set_announced(service, vip, announced);
+            // A Service keeps its status while any of its VIPs is announced from here; the
+            // Event marks the start of announcing it.
+            let vips = self.announced.entry(service.clone()).or_default();
+            let was = !vips.is_empty();
+            if announced {
+                vips.insert(vip);
+            } else {
+                vips.remove(&vip);
+            }
+            let now = !vips.is_empty();
+            if !now {
+                self.announced.remove(service);
+            }
+            self.wishes.put(service, now);
+            if now && !was {
+                self.events.node_assigned(service);
+            }
+        }
+    }
+}
+
+/// The runner's newest word per Service (`true`: announced), not yet taken by the writer.
+#[derive(Debug, Default)]
+struct Wishes {
+    pending: Mutex<HashMap<String, bool>>,
+    changed: Notify,
+}
+
+impl Wishes {
+    fn put(&self, service: &str, announced: bool) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(service.to_string(), announced);
+        self.changed.notify_one();
+    }
+
+    fn take(&self) -> HashMap<String, bool> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn len(&self) -> usize {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
