@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use vigil_kubelab::metallb::{self, METALLB_NAMESPACE};
+use vigil_kubelab::cluster::CLIENT;
+use vigil_kubelab::metallb::{L2Status, METALLB_NAMESPACE};
 use vigil_netlab::prober::Kind;
 
 use k8s_support::{
-    API_SERVER, Cluster, Mode, Outage, POOL_AND_AD, Probe, SERVICE_NAMESPACE, SETTLE, Svc, WEB4,
-    WEB6, ms, outage,
+    API_SERVER, Cluster, Mode, Outage, Probe, SERVICE_NAMESPACE, SETTLE, Svc, WEB4, WEB6, ms,
+    outage, pool_and_ad,
 };
 
 /// How a test fails the owner.
@@ -70,7 +71,7 @@ fn web_cluster(test: &str, tag: &str, apiserver_args: &[&str]) -> Option<Cluster
         test,
         tag,
         apiserver_args,
-        POOL_AND_AD,
+        &pool_and_ad(),
         &[Svc {
             name: "web",
             ips: &WEB,
@@ -84,22 +85,17 @@ fn fail(test: &str, c: &mut Cluster, fault: Fault, owner: &str) -> (String, Tria
     let rest: Vec<&str> = c.nodes().into_iter().filter(|n| *n != owner).collect();
     let next = Cluster::first(&rest, IpAddr::V4(WEB4));
     let next_mac = c.mac(&next).to_string();
-    let probe = Probe::start(
-        &c.lab.bridge().ns("client"),
-        WEB4,
-        Some(WEB6),
-        Duration::from_millis(5),
-    );
+    let probe = Probe::start(&c.ns(CLIENT), WEB4, Some(WEB6), Duration::from_millis(5));
     std::thread::sleep(Duration::from_millis(300));
     let fault_at = probe.now();
     let i = c.index(owner);
     match fault {
         Fault::HostLoss => c.set_link(owner, false),
-        Fault::Kill => c.speakers[i].kill(),
+        Fault::Kill => c.daemons[i].kill(),
         Fault::Term => assert!(
-            c.speakers[i].terminate(),
+            c.daemons[i].terminate(),
             "{test}: {owner} did not stop cleanly on SIGTERM; log ends:\n{}",
-            c.speakers[i].log_tail(30)
+            c.daemons[i].log_tail(30)
         ),
     }
     let moved = vigil_netlab::poll(SETTLE, Duration::from_millis(20), || {
@@ -180,7 +176,7 @@ fn host_loss_sigkill_and_sigterm_move_both_vips_to_the_node_metallb_ranks_next()
         restore(TEST, &mut c, Mode::Kubernetes, fault, &owner);
     }
     // The graceful stop was a leave, not a failure, for the others.
-    for s in c.speakers.iter().filter(|s| s.node != owner) {
+    for s in c.daemons.iter().filter(|s| s.node != owner) {
         assert!(
             s.log_text()
                 .lines()
@@ -191,37 +187,26 @@ fn host_loss_sigkill_and_sigterm_move_both_vips_to_the_node_metallb_ranks_next()
             s.log_tail(30)
         );
     }
-    for s in &mut c.speakers {
+    for s in &mut c.daemons {
         s.check_running();
         assert!(s.terminate(), "{} stops on SIGTERM", s.node);
     }
     eprintln!("{TEST}: total {:?}", started.elapsed());
 }
 
-/// The ServiceL2Status objects for `failover/web`, by node (bounded wait until `done` holds).
+/// The nodes of the ServiceL2Status objects for `failover/web`, sorted (bounded wait until
+/// `done` holds).
 fn wait_statuses(c: &Cluster, done: impl Fn(&[String]) -> bool + Sync) -> Vec<String> {
-    let client = c.lab.cp().client().expect("admin client");
-    c.lab.cp().block_on(async {
-        let end = Instant::now() + SETTLE;
-        loop {
-            let mut nodes: Vec<String> = metallb::l2_statuses(&client, METALLB_NAMESPACE)
-                .await
-                .map(|all| {
-                    all.into_iter()
-                        .filter(|s| {
-                            s.service_namespace == SERVICE_NAMESPACE && s.service_name == "web"
-                        })
-                        .map(|s| s.node)
-                        .collect()
-                })
-                .unwrap_or_default();
-            nodes.sort();
-            if done(&nodes) || Instant::now() > end {
-                break nodes;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
+    let web = |all: &[L2Status]| -> Vec<String> {
+        let mut nodes: Vec<String> = all
+            .iter()
+            .filter(|s| s.service_namespace == SERVICE_NAMESPACE && s.service_name == "web")
+            .map(|s| s.node.clone())
+            .collect();
+        nodes.sort();
+        nodes
+    };
+    web(&c.wait_l2_statuses(SETTLE, |all| done(&web(all))))
 }
 
 #[test]
@@ -276,7 +261,7 @@ fn with_the_api_server_stopped_a_lost_owners_vips_still_move_and_stay_right_afte
         "{TEST}: exactly the owner's ServiceL2Status at the end\n{}",
         c.logs()
     );
-    for s in &mut c.speakers {
+    for s in &mut c.daemons {
         s.check_running();
     }
 }
@@ -331,7 +316,7 @@ fn ip(s: &str) -> IpAddr {
 /// connections are refused (TCP reset), packets from the server dropped, and the open ones
 /// destroyed (`ss -K`), so every watch of its speaker fails at once and cannot resume.
 fn cut_api(c: &Cluster, host: &str, cut: bool) {
-    let ns = c.lab.bridge().ns(host);
+    let ns = c.ns(host);
     if cut {
         let script = format!(
             "table inet vigil_api_cut {{\n\
@@ -465,12 +450,10 @@ fn after_410_gone_the_speakers_relist_and_never_announce_from_the_stale_cache() 
     for vip in [keep, gone, ad_removed, pool_removed] {
         c.assert_only(&format!("{TEST}: settled {vip}"), &[vip], &owner(vip));
     }
-    let settled_logs: Vec<usize> = c.speakers.iter().map(|s| s.log_text().len()).collect();
-    let client = c.lab.cp().client().expect("admin client");
+    let settled_logs: Vec<usize> = c.daemons.iter().map(|s| s.log_text().len()).collect();
+    let client = c.client().clone();
     let services: Api<Service> = Api::namespaced(client.clone(), SERVICE_NAMESPACE);
     let before = c
-        .lab
-        .cp()
         .block_on(services.list(&ListParams::default()))
         .expect("list services")
         .metadata
@@ -478,13 +461,13 @@ fn after_410_gone_the_speakers_relist_and_never_announce_from_the_stale_cache() 
         .expect("a list resourceVersion");
 
     // Cut every speaker off the API server; their watches fail.
-    let hosts: Vec<String> = c.configs.iter().map(|cfg| cfg.host.clone()).collect();
+    let hosts: Vec<String> = c.speakers.iter().map(|cfg| cfg.host.clone()).collect();
     for host in &hosts {
         cut_api(&c, host, true);
     }
-    let cut_logs: Vec<usize> = c.speakers.iter().map(|s| s.log_text().len()).collect();
+    let cut_logs: Vec<usize> = c.daemons.iter().map(|s| s.log_text().len()).collect();
     let failed = vigil_netlab::poll(SETTLE, Duration::from_millis(100), || {
-        c.speakers.iter().zip(&cut_logs).all(|(s, from)| {
+        c.daemons.iter().zip(&cut_logs).all(|(s, from)| {
             s.log_text()
                 .get(*from..)
                 .is_some_and(|l| l.contains("\"event\":\"k8s_watch_error\""))
@@ -509,7 +492,7 @@ fn after_410_gone_the_speakers_relist_and_never_announce_from_the_stale_cache() 
         METALLB_NAMESPACE,
         &ApiResource::from_gvk_with_plural(&gvk("IPAddressPool"), "ipaddresspools"),
     );
-    c.lab.cp().block_on(async {
+    c.block_on(async {
         services
             .delete("gone", &DeleteParams::default())
             .await
@@ -551,7 +534,7 @@ fn after_410_gone_the_speakers_relist_and_never_announce_from_the_stale_cache() 
     );
 
     // etcd compacts past every resourceVersion the speakers hold.
-    let compacted = c.lab.cp().block_on(async {
+    let compacted = c.block_on(async {
         let end = Instant::now() + SETTLE;
         loop {
             if compacted_past(&services, &before).await {
@@ -565,14 +548,14 @@ fn after_410_gone_the_speakers_relist_and_never_announce_from_the_stale_cache() 
     });
     assert!(compacted, "{TEST}: etcd never compacted past {before}");
 
-    let restored_logs: Vec<usize> = c.speakers.iter().map(|s| s.log_text().len()).collect();
+    let restored_logs: Vec<usize> = c.daemons.iter().map(|s| s.log_text().len()).collect();
     for host in &hosts {
         cut_api(&c, host, false);
     }
     // Every speaker's Service and L2Advertisement watches resume into 410 Gone (so they
     // relisted: the test is not passing on a watch that simply carried on).
     let relisted = vigil_netlab::poll(Duration::from_secs(90), Duration::from_millis(200), || {
-        c.speakers.iter().zip(&restored_logs).all(|(s, from)| {
+        c.daemons.iter().zip(&restored_logs).all(|(s, from)| {
             let log = s.log_text();
             let after = log.get(*from..).unwrap_or_default();
             gone_lines(after, "Service") > 0 && gone_lines(after, "L2Advertisement") > 0
@@ -593,7 +576,7 @@ fn after_410_gone_the_speakers_relist_and_never_announce_from_the_stale_cache() 
          must be withdrawn after the relist, saw {silent:?}\n{}",
         c.logs()
     );
-    for ((s, from), settled) in c.speakers.iter().zip(&restored_logs).zip(&settled_logs) {
+    for ((s, from), settled) in c.daemons.iter().zip(&restored_logs).zip(&settled_logs) {
         let log = s.log_text();
         for vip in [gone, ad_removed, pool_removed] {
             let taken = vip_events(&log, *from, "vip_taken", vip);
@@ -610,7 +593,7 @@ fn after_410_gone_the_speakers_relist_and_never_announce_from_the_stale_cache() 
             s.node
         );
     }
-    for s in &mut c.speakers {
+    for s in &mut c.daemons {
         s.check_running();
     }
     eprintln!(

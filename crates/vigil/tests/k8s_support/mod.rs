@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use vigil_kubelab::cluster::{
     CLIENT, CLIENT4, CLIENT6, Cluster as LabCluster, ClusterSpec, LabProcess, LbService, fresh_log,
-    metallb_first,
+    metallb_first, pool_yaml,
 };
 use vigil_kubelab::metallb::SpeakerConfig;
 use vigil_l2_net::{Filter, PacketSocket};
@@ -36,29 +36,10 @@ pub const API_SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 pub const NODES: usize = 3;
 /// The namespace of the tests' Services.
 pub const SERVICE_NAMESPACE: &str = "failover";
-/// Pool `lab` (both families) and its L2Advertisement on eth0: our own objects, MetalLB's API.
-pub const POOL_AND_AD: &str = r#"
-apiVersion: metallb.io/v1beta1
-kind: IPAddressPool
-metadata:
-  name: lab
-  namespace: metallb-system
-spec:
-  addresses:
-    - 198.18.0.200-198.18.0.209
-    - 2001:db8::200-2001:db8::209
----
-apiVersion: metallb.io/v1beta1
-kind: L2Advertisement
-metadata:
-  name: lab
-  namespace: metallb-system
-spec:
-  ipAddressPools:
-    - lab
-  interfaces:
-    - eth0
-"#;
+/// Pool `lab`'s IPv4 range.
+pub const POOL4: &str = "198.18.0.200-198.18.0.209";
+/// Pool `lab`'s IPv6 range.
+pub const POOL6: &str = "2001:db8::200-2001:db8::209";
 /// Bound on every wait for a settled state (two shared cores, other tests beside).
 pub const SETTLE: Duration = Duration::from_secs(60);
 
@@ -127,13 +108,16 @@ impl Mode {
     }
 }
 
-/// The lab cluster (reached through `Deref`: `lab`, `nodes`, `index`, `mac`, ...) and the
-/// vigil running on its speaker hosts.
+/// Pool `lab` (both families) and its L2Advertisement on eth0: our own objects, MetalLB's API.
+pub fn pool_and_ad() -> String {
+    pool_yaml(&[POOL4, POOL6], &["eth0"])
+}
+
+/// The lab cluster (reached through `Deref`: `lab`, `speakers`, `nodes`, `index`, `mac`, ...)
+/// and the vigil running on its speaker hosts.
 pub struct Cluster {
-    /// One per speaker host, in the lab cluster's order, once started.
-    pub speakers: Vec<Daemon>,
-    /// The speaker hosts' settings (the lab cluster's `speakers`).
-    pub configs: Vec<SpeakerConfig>,
+    /// One per speaker host, in the order of the lab cluster's `speakers`, once started.
+    pub daemons: Vec<Daemon>,
     /// Dropped last: the control plane, then the namespaces.
     lab_cluster: LabCluster,
 }
@@ -180,8 +164,7 @@ impl Cluster {
         lab_cluster.apply("pools and advertisements", config_yaml);
         lab_cluster.namespace(SERVICE_NAMESPACE);
         let cluster = Self {
-            speakers: Vec::new(),
-            configs: lab_cluster.speakers.clone(),
+            daemons: Vec::new(),
             lab_cluster,
         };
         for svc in services {
@@ -207,25 +190,25 @@ impl Cluster {
 
     /// Starts vigil on every host (in `mode`); any running one is killed first.
     pub fn start_all(&mut self, mode: Mode) {
-        for s in &mut self.speakers {
-            s.kill();
+        for d in &mut self.daemons {
+            d.kill();
         }
-        self.speakers.clear();
-        for i in 0..self.configs.len() {
+        self.daemons.clear();
+        for i in 0..self.speakers.len() {
             let daemon = self.spawn(i, mode);
-            self.speakers.push(daemon);
+            self.daemons.push(daemon);
         }
     }
 
     /// Starts vigil on `node` again (in `mode`), after a kill or a stop; it logs afresh.
     pub fn restart(&mut self, node: &str, mode: Mode) {
         let i = self.index(node);
-        assert!(!self.speakers[i].running(), "{node} still runs");
-        self.speakers[i] = self.spawn(i, mode);
+        assert!(!self.daemons[i].running(), "{node} still runs");
+        self.daemons[i] = self.spawn(i, mode);
     }
 
     fn spawn(&self, i: usize, mode: Mode) -> Daemon {
-        let config = &self.configs[i];
+        let config = &self.speakers[i];
         let process = match mode {
             Mode::Kubernetes => self.vigil_speaker(vigil(), i, &[]),
             Mode::Standalone => {
@@ -273,7 +256,7 @@ impl Cluster {
     /// `vigil standalone`'s file for `config`'s host: the same names, addresses, port, key
     /// length and VIPs as the Kubernetes lab's Service `web`.
     fn standalone_config(&self, config: &SpeakerConfig, keyring: &Path) -> String {
-        let seeds: Vec<String> = self.configs.iter().map(|c| c.ip.to_string()).collect();
+        let seeds: Vec<String> = self.speakers.iter().map(|c| c.ip.to_string()).collect();
         format!(
             "node: {{name: {node}}}\n\
              gossip: {{bind: \"{ip}:{port}\", seeds: [{seeds}], keyring_file: {keyring}}}\n\
@@ -294,16 +277,16 @@ impl Cluster {
 
     /// Panics (with its log) when a speaker that should run has exited.
     pub fn check_running(&mut self) {
-        for s in &mut self.speakers {
-            s.check_running();
+        for d in &mut self.daemons {
+            d.check_running();
         }
     }
 
     /// The tails of every speaker's log.
     pub fn logs(&self) -> String {
-        self.speakers
+        self.daemons
             .iter()
-            .map(|s| format!("--- {}\n{}", s.node, s.log_tail(25)))
+            .map(|d| format!("--- {}\n{}", d.node, d.log_tail(25)))
             .collect::<Vec<_>>()
             .join("\n")
     }
