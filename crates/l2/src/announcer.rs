@@ -39,7 +39,9 @@
 //! schedule (nothing is queued, so nothing overflows) and [`Announcer::poll_timeout`] names
 //! the instant the next one may leave. Due rounds go in this order: first the first rounds of
 //! takeover series (newly owned VIPs, new interfaces, defences), then their later rounds, then
-//! routine rounds (re-announcements and refreshes); within each, the longest due first.
+//! routine rounds (re-announcements and refreshes); within each, the longest due first. A
+//! takeover's first IPv4 round is split: every VIP's gratuitous request goes before any VIP's
+//! reply, so that the first word about each of N new VIPs is out within N / rate.
 //! Answers to questions are never paced: their rate is the askers'.
 //!
 //! # Graceful handover
@@ -271,16 +273,32 @@ struct Schedule {
     round: usize,
     next_at: Option<Instant>,
     urgency: Urgency,
+    /// In a takeover's first IPv4 round, when paced: the gratuitous request left and the
+    /// reply waits (see [`Announcer::handle_timeout`]).
+    request_sent: bool,
+}
+
+/// Which frames of an IPv4 round to send (an IPv6 round is one frame: always whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Whole,
+    Request,
+    Reply,
 }
 
 /// See [`Schedule::rank`].
-type Rank = (Urgency, bool, Option<Instant>);
+type Rank = (Urgency, u8, Option<Instant>);
 
 impl Schedule {
-    /// The order among due rounds: first rounds of takeovers, later rounds of takeovers,
-    /// routine rounds; then the longest due.
+    /// The order among due rounds: for takeovers, the first frames of first rounds, the
+    /// rest of first rounds, later rounds; then routine rounds; then the longest due.
     fn rank(&self) -> Rank {
-        (self.urgency, self.round > 0, self.next_at)
+        let stage = if self.round > 0 {
+            2
+        } else {
+            u8::from(self.request_sent)
+        };
+        (self.urgency, stage, self.next_at)
     }
 }
 
@@ -523,9 +541,20 @@ impl Announcer {
     /// see the [module docs](self#pacing)), and ends handovers whose bound has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.expire_handovers(now);
+        // A second pass sends the replies of first rounds whose requests the first pass sent.
+        for _ in 0..2 {
+            if !self.send_due_rounds(now) {
+                return;
+            }
+        }
+    }
+
+    /// One pass over the due rounds, most urgent first, while pacing allows; false when
+    /// nothing was sent.
+    fn send_due_rounds(&mut self, now: Instant) -> bool {
         let allowance = self.pacer.allowance(now);
         if allowance == 0 {
-            return;
+            return false;
         }
         let mut due: Vec<(Rank, (IpAddr, u32))> = self
             .schedules
@@ -533,6 +562,9 @@ impl Announcer {
             .filter(|(_, s)| s.next_at.is_some_and(|at| at <= now))
             .map(|(key, s)| (s.rank(), *key))
             .collect();
+        if due.is_empty() {
+            return false;
+        }
         // Every round is at least one frame: no more than `allowance` of them can go now,
         // so only those need sorting.
         let leaving = usize::try_from(allowance).unwrap_or(usize::MAX);
@@ -545,24 +577,46 @@ impl Announcer {
             if self.pacer.allowance(now) == 0 {
                 break;
             }
-            let frames = self.send_round(addr, ifindex);
+            let Some(schedule) = self.schedules.get(&(addr, ifindex)).copied() else {
+                continue;
+            };
+            // Paced, a takeover's first IPv4 round is split: every VIP's gratuitous request
+            // goes before any VIP's reply, so the first word about each VIP is out in half
+            // the time.
+            let split = self.config.announce_rate.is_some()
+                && schedule.urgency == Urgency::Takeover
+                && schedule.round == 0
+                && addr.is_ipv4();
+            let part = match (split, schedule.request_sent) {
+                (false, _) => Part::Whole,
+                (true, false) => Part::Request,
+                (true, true) => Part::Reply,
+            };
+            let frames = self.send_round(addr, ifindex, part);
             self.pacer.charge(now, frames);
-            if let Some(schedule) = self.schedules.get_mut(&(addr, ifindex)) {
-                if schedule.round == 0 {
-                    // Later rounds keep their spacing from the first one, however late
-                    // pacing let it leave.
-                    schedule.started = now;
-                }
-                schedule.round += 1;
-                schedule.next_at = match self.config.takeover_rounds.get(schedule.round) {
-                    Some(offset) => Some(schedule.started + *offset),
-                    None => {
-                        schedule.urgency = Urgency::Routine;
-                        self.config.refresh_interval.map(|every| now + every)
-                    }
-                };
+            let Some(schedule) = self.schedules.get_mut(&(addr, ifindex)) else {
+                continue;
+            };
+            if schedule.round == 0 && part != Part::Reply {
+                // Later rounds keep their spacing from the first one, however late pacing
+                // let it leave.
+                schedule.started = now;
             }
+            if part == Part::Request {
+                schedule.request_sent = true;
+                continue;
+            }
+            schedule.request_sent = false;
+            schedule.round += 1;
+            schedule.next_at = match self.config.takeover_rounds.get(schedule.round) {
+                Some(offset) => Some(schedule.started + *offset),
+                None => {
+                    schedule.urgency = Urgency::Routine;
+                    self.config.refresh_interval.map(|every| now + every)
+                }
+            };
         }
+        true
     }
 
     /// The next frame to send, if any.
@@ -628,6 +682,7 @@ impl Announcer {
                 round: 0,
                 next_at,
                 urgency: Urgency::Takeover,
+                request_sent: false,
             },
         );
     }
@@ -737,6 +792,7 @@ impl Announcer {
                     .or(self.config.refresh_interval)
                     .map(|offset| now + offset),
                 urgency,
+                request_sent: false,
             });
         }
     }
@@ -749,17 +805,23 @@ impl Announcer {
         }
     }
 
-    /// Queues one round of gratuitous frames for `addr` on `ifindex`; returns how many.
-    fn send_round(&mut self, addr: IpAddr, ifindex: u32) -> u32 {
+    /// Queues one round of gratuitous frames for `addr` on `ifindex`, or a part of it;
+    /// returns how many.
+    fn send_round(&mut self, addr: IpAddr, ifindex: u32, part: Part) -> u32 {
         let Some(mac) = self.interfaces.get(&ifindex).map(|iface| iface.mac) else {
             return 0;
         };
         match addr {
             IpAddr::V4(vip) => {
-                for (operation, target_mac) in [
-                    (arp::Operation::Request, EthernetAddress::default()),
-                    (arp::Operation::Reply, EthernetAddress::BROADCAST),
-                ] {
+                let frames: &[_] = match part {
+                    Part::Whole => &[
+                        (arp::Operation::Request, EthernetAddress::default()),
+                        (arp::Operation::Reply, EthernetAddress::BROADCAST),
+                    ],
+                    Part::Request => &[(arp::Operation::Request, EthernetAddress::default())],
+                    Part::Reply => &[(arp::Operation::Reply, EthernetAddress::BROADCAST)],
+                };
+                for &(operation, target_mac) in frames {
                     let frame = frames::arp_frame(
                         mac,
                         EthernetAddress::BROADCAST,
@@ -779,7 +841,7 @@ impl Announcer {
                         frame,
                     });
                 }
-                2
+                u32::try_from(frames.len()).unwrap_or(u32::MAX)
             }
             IpAddr::V6(vip) => {
                 let frame = self.advertisement(

@@ -119,9 +119,18 @@ fn a_thousand_vips_taken_over_at_once_leave_at_the_rate_without_loss() {
         count.values().all(|n| *n == 2),
         "a request and a reply each"
     );
+    // Every VIP's first word (its gratuitous request) goes before any reply: all are out
+    // within N / rate.
+    assert!(sent[..MANY as usize].iter().all(|(_, t)| {
+        arp::Repr::parse(&arp::Packet::new_checked(&t.frame[14..]).unwrap())
+            .unwrap()
+            .operation
+            == arp::Operation::Request
+    }));
     let first = first_sent(&sent);
+    assert_eq!(first.len(), MANY as usize);
     let last_first = first.values().max().unwrap();
-    assert!(*last_first <= t0 + at_rate(per_round));
+    assert!(*last_first <= t0 + at_rate(MANY as usize));
     // Paced, not all at once: only the burst leaves at t0.
     assert!(sent.iter().filter(|(at, _)| *at == t0).count() <= BURST as usize + 1);
 }
@@ -214,7 +223,7 @@ fn a_join_reannouncement_of_a_thousand_is_spread_at_the_rate() {
         Config::default().takeover_rounds.len() * per_round
     );
     assert_paced(&sent, t1);
-    // Spread: the first round takes about N / rate, not one instant.
+    // Spread: the first round (routine: not split) takes about N / rate, not one instant.
     let last_first = *first_sent(&sent).values().max().unwrap();
     let burst = BURST as usize;
     assert!(last_first >= t1 + at_rate(per_round - burst - 2));

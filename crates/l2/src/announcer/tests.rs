@@ -283,15 +283,16 @@ fn takeover_sends_at_once_then_a_series_then_stops() {
     assert_eq!(a.poll_timeout(), Some(t0));
     a.handle_timeout(t0);
     let out = drain(&mut a);
-    // A gratuitous request and reply for the IPv4 VIP, one unsolicited NA for the IPv6 VIP.
+    // A gratuitous request and reply for the IPv4 VIP, one unsolicited NA for the IPv6 VIP;
+    // every VIP's first frame before any second one (the first round is split when paced).
     assert_eq!(out.len(), 3);
     let (eth, garp) = arp_of(&out[0].frame);
     assert_eq!(eth.dst_addr, EthernetAddress::BROADCAST);
     assert_eq!(garp.operation, arp::Operation::Request);
     assert_eq!(garp.source_protocol_addr, VIP4);
     assert_eq!(garp.target_protocol_addr, VIP4);
-    assert_eq!(arp_of(&out[1].frame).1.operation, arp::Operation::Reply);
-    let (eth, ip, message) = ndisc_of(&out[2].frame);
+    assert_eq!(arp_of(&out[2].frame).1.operation, arp::Operation::Reply);
+    let (eth, ip, message) = ndisc_of(&out[1].frame);
     assert_eq!(eth.dst_addr, EthernetAddress([0x33, 0x33, 0, 0, 0, 1]));
     assert_eq!(ip.dst_addr, ipv6::ALL_NODES);
     assert_eq!(
