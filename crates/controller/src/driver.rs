@@ -16,10 +16,9 @@
 //!   whole content the core takes on each change.
 //! - A write that failed is handed back to the core after a pause ([`RETRY_AFTER`]).
 
-use crate::core::{AllocatorCore, Write, WriteId, WriteResult};
+use crate::core::{AllocatorCore, Write, WriteId, WriteResult, pool_status};
 use crate::events::{ServiceEvent, Severity};
 use crate::fence::Leadership;
-use crate::pools;
 use crate::service;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -36,7 +35,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
-use vigil_lb::pool::{Labels, PoolCounters};
+use vigil_lb::pool::{Labels, StatusCounters};
 use vigil_metallb::crd::IPAddressPool;
 
 /// The field manager of every write.
@@ -270,14 +269,14 @@ impl Writer {
         Done::Write(id, result)
     }
 
-    async fn pool_status(&self, name: String, counters: PoolCounters) -> Done {
+    async fn pool_status(&self, name: String, counters: StatusCounters) -> Done {
         let id = WriteId::Pool(name.clone());
         if let Err(e) = self.fence.check().await {
             debug!(pool = %name, error = %e, "not written");
             return Done::Write(id, WriteResult::Failed);
         }
         let api: Api<IPAddressPool> = Api::namespaced(self.client.clone(), &self.namespace);
-        let patch = serde_json::json!({ "status": pools::status(counters) });
+        let patch = serde_json::json!({ "status": pool_status::status_of(counters) });
         let pp = PatchParams::apply(FIELD_MANAGER);
         let result = match api.patch_status(&name, &pp, &Patch::Merge(&patch)).await {
             Ok(stored) => WriteResult::Written {

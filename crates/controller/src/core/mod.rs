@@ -34,7 +34,7 @@
 
 mod config;
 mod decide;
-mod pool_status;
+pub mod pool_status;
 #[cfg(test)]
 mod tests;
 mod tracked;
@@ -52,7 +52,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 use tracked::{Tracked, wanted};
-use vigil_lb::pool::{Allocator, Labels, PoolCounters};
+use vigil_lb::pool::{Allocator, Labels, StatusCounters};
 use vigil_metallb::crd::IPAddressPool;
 
 /// The allocator core.
@@ -70,9 +70,9 @@ pub struct AllocatorCore {
     services_listed: bool,
     pool_writes: PoolStatusWrites,
     /// Pool status writes to hand out.
-    pool_queue: VecDeque<(String, PoolCounters)>,
+    pool_queue: VecDeque<(String, StatusCounters)>,
     /// Pools whose status write is under way, with the counters written.
-    pools_in_flight: BTreeMap<String, PoolCounters>,
+    pools_in_flight: BTreeMap<String, StatusCounters>,
     /// The counters may differ from some pool's status.
     pools_dirty: bool,
     /// Services whose wanted status may need a write.
@@ -136,6 +136,7 @@ impl AllocatorCore {
                 .or_insert_with(|| Tracked::new(Arc::clone(&svc)));
             // A list is read after the writes it may lag behind were answered only in
             // rare races; the resourceVersion precondition catches those.
+            t.saw(&svc);
             t.svc = svc;
             t.unechoed = None;
         }
@@ -153,18 +154,14 @@ impl AllocatorCore {
         let key = service::key(&svc);
         match self.services.get_mut(&key) {
             Some(t) => {
-                if let Some(rv) = &t.unechoed {
-                    if svc.metadata.resource_version.as_ref() != Some(rv) {
+                if let Some(written) = &t.unechoed {
+                    if !at_or_after(svc.metadata.resource_version.as_deref(), written) {
                         // Older than this core's last write to it.
                         return;
                     }
                     t.unechoed = None;
                 }
-                if t.in_flight.is_some()
-                    && let Some(rv) = &svc.metadata.resource_version
-                {
-                    t.seen_in_flight.push(rv.clone());
-                }
+                t.saw(&svc);
                 t.svc = svc;
             }
             None => {
@@ -380,7 +377,7 @@ impl AllocatorCore {
             if self.pools_in_flight.contains_key(name) {
                 continue;
             }
-            let Some(counters) = alloc.counters(name) else {
+            let Some(counters) = alloc.status_counters(name) else {
                 continue;
             };
             // Not cached: deleted, and the next configuration drops it from the allocator.
@@ -396,4 +393,22 @@ impl AllocatorCore {
             }
         }
     }
+}
+
+/// Whether the watch's version `delivered` is this core's write's version `written` or a
+/// later one. A watch gives one object's versions in order, so until `written` arrives every
+/// version delivered is older; the exception is a version from after a relist, which may
+/// skip `written`. resourceVersions are opaque by the API's contract, but every API server
+/// stores etcd's revision there, so when both read as integers the larger one is newer.
+fn at_or_after(delivered: Option<&str>, written: &str) -> bool {
+    let Some(delivered) = delivered else {
+        return false;
+    };
+    if delivered == written {
+        return true;
+    }
+    matches!(
+        (delivered.parse::<u64>(), written.parse::<u64>()),
+        (Ok(d), Ok(w)) if d > w
+    )
 }

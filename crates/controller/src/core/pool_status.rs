@@ -6,10 +6,20 @@
 //! again; once it has, every later version is newer than the write, so a status that differs
 //! from it was written by someone else.
 
-use crate::pools;
 use std::collections::BTreeMap;
-use vigil_lb::pool::{PoolCounters, Pools};
-use vigil_metallb::crd::IPAddressPool;
+use vigil_lb::pool::{Pools, StatusCounters};
+use vigil_metallb::crd::{IPAddressPool, IPAddressPoolStatus};
+
+/// The status MetalLB's controller writes for figures `c` (`Allocator::status_counters`,
+/// which counts an `avoidBuggyIPs` pool as MetalLB does).
+pub fn status_of(c: StatusCounters) -> IPAddressPoolStatus {
+    IPAddressPoolStatus {
+        assigned_ipv4: Some(c.assigned_ipv4),
+        assigned_ipv6: Some(c.assigned_ipv6),
+        available_ipv4: Some(c.available_ipv4),
+        available_ipv6: Some(c.available_ipv6),
+    }
+}
 
 /// The pool status writes this leader made, by pool name.
 #[derive(Debug, Default)]
@@ -19,7 +29,7 @@ pub(crate) struct PoolStatusWrites(BTreeMap<String, PoolStatusWrite>);
 struct PoolStatusWrite {
     /// The pool written (a pool deleted and made again under its name is another pool).
     uid: Option<String>,
-    counters: PoolCounters,
+    counters: StatusCounters,
     /// The version the write produced.
     resource_version: Option<String>,
     /// Whether the watch has delivered that version.
@@ -29,7 +39,7 @@ struct PoolStatusWrite {
 impl PoolStatusWrites {
     /// Whether `cached` needs no status write for `counters`: this leader wrote them to this
     /// pool (perhaps not in the cache yet), or the cache shows them already.
-    pub(crate) fn up_to_date(&mut self, cached: &IPAddressPool, counters: PoolCounters) -> bool {
+    pub(crate) fn up_to_date(&mut self, cached: &IPAddressPool, counters: StatusCounters) -> bool {
         let name = cached.metadata.name.clone().unwrap_or_default();
         if self
             .0
@@ -38,7 +48,7 @@ impl PoolStatusWrites {
         {
             return true;
         }
-        if cached.status.clone().unwrap_or_default() != pools::status(counters) {
+        if cached.status.clone().unwrap_or_default() != status_of(counters) {
             return false;
         }
         self.0.insert(
@@ -60,7 +70,7 @@ impl PoolStatusWrites {
         name: &str,
         uid: Option<String>,
         resource_version: Option<String>,
-        counters: PoolCounters,
+        counters: StatusCounters,
     ) {
         self.0.insert(
             name.to_string(),
@@ -88,7 +98,7 @@ impl PoolStatusWrites {
             w.seen = true;
             return false;
         }
-        if w.seen && pool.status.clone().unwrap_or_default() != pools::status(w.counters) {
+        if w.seen && pool.status.clone().unwrap_or_default() != status_of(w.counters) {
             self.0.remove(&name);
             return true;
         }
@@ -116,15 +126,15 @@ mod tests {
         .unwrap()
     }
 
-    fn counters(assigned: u64) -> PoolCounters {
-        PoolCounters {
+    fn counters(assigned: i64) -> StatusCounters {
+        StatusCounters {
             assigned_ipv4: assigned,
             available_ipv4: 4 - assigned,
-            ..PoolCounters::default()
+            ..StatusCounters::default()
         }
     }
 
-    fn wrote(w: &mut PoolStatusWrites, uid: &str, rv: &str, assigned: u64) {
+    fn wrote(w: &mut PoolStatusWrites, uid: &str, rv: &str, assigned: i64) {
         w.wrote("p", Some(uid.into()), Some(rv.into()), counters(assigned));
     }
 

@@ -339,3 +339,32 @@ fn a_write_whose_version_the_watch_brings_first_is_not_waited_for() {
         vec![("n/web".into(), vec![ip("198.18.0.3")], "3".into())]
     );
 }
+
+#[test]
+fn a_newer_version_after_a_relist_is_taken_even_if_the_own_write_was_never_seen() {
+    let mut core = started(&[pool("p", &["198.18.0.0/30"])], vec![]);
+    settle(&mut core);
+    core.handle_service(lb("n", "web", "10", &[], &[]));
+    settle(&mut core);
+    stored(&mut core, "n/web", "11");
+    // The watch skipped version 11 (a relist in between); 12 is newer than the write.
+    let asks = [("metallb.io/loadBalancerIPs", "198.18.0.3")];
+    core.handle_service(lb("n", "web", "12", &asks, &["198.18.0.0"]));
+    assert_eq!(
+        status_writes(&drain(&mut core)),
+        vec![("n/web".into(), vec![ip("198.18.0.3")], "12".into())]
+    );
+}
+
+#[test]
+fn a_pool_status_counts_as_metallb_does_with_avoid_buggy_ips() {
+    let mut buggy = pool("b", &["198.18.101.0-198.18.101.0"]);
+    buggy.spec.avoid_buggy_ips = Some(true);
+    let mut core = started(&[buggy], vec![]);
+    let w = drain(&mut core);
+    // MetalLB takes the one address off twice: -1 available.
+    assert!(
+        matches!(&w[..], [Write::PoolStatus { counters, .. }] if counters.available_ipv4 == -1),
+        "{w:?}"
+    );
+}

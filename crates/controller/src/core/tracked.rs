@@ -45,6 +45,16 @@ impl Tracked {
         }
     }
 
+    /// Notes a version the watch delivered while a write is under way (its answer then
+    /// need not be waited for on the watch).
+    pub(super) fn saw(&mut self, svc: &Service) {
+        if self.in_flight.is_some()
+            && let Some(rv) = &svc.metadata.resource_version
+        {
+            self.seen_in_flight.push(rv.clone());
+        }
+    }
+
     /// The IPs the Service shows once the wanted status is written.
     pub(super) fn ingress(&self) -> Vec<IpAddr> {
         match &self.target {

@@ -4,7 +4,7 @@ use crate::events::ServiceEvent;
 use crate::service;
 use k8s_openapi::api::core::v1::Service;
 use std::sync::Arc;
-use vigil_lb::pool::PoolCounters;
+use vigil_lb::pool::StatusCounters;
 
 /// A write the core asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +19,7 @@ pub enum Write {
         /// The pool.
         name: String,
         /// Its counters as the allocator holds them.
-        counters: PoolCounters,
+        counters: StatusCounters,
     },
     /// Publish an event on the Service (no answer wanted).
     Event {
