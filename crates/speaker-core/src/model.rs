@@ -43,6 +43,32 @@ pub struct StaticSettings {
 }
 
 impl StaticSettings {
+    /// Node `node_name` gossiping on `bind` with the defaults both modes start from: the
+    /// `fast` profile, no label, seeds joined again every 5 s, the engine tuned by the
+    /// profile, MetalLB's default interface exclusions; VIPs answered for but not held, no
+    /// HTTP or probe address, no hold-down, no refresh. One place for the settings a test or
+    /// an embedder needs, changed with struct update syntax
+    /// (`StaticSettings { hold_down, ..StaticSettings::new(node, bind) }`).
+    pub fn new(node_name: &str, bind: SocketAddr) -> Self {
+        Self {
+            node_name: node_name.to_string(),
+            gossip: GossipSettings {
+                bind,
+                advertise: None,
+                profile: Profile::Fast,
+                label: String::new(),
+                rejoin_interval: Duration::from_secs(5),
+                tuning: None,
+            },
+            interfaces: InterfaceSelection::default(),
+            local_address: None,
+            http_listen: None,
+            probe_listen: None,
+            hold_down: None,
+            refresh: None,
+        }
+    }
+
     /// The fields that differ from `other`, by path (`gossip.bind`, `hold_down`, ...), for a
     /// warning that names them. Whether anything changed is `self != other`; this only says
     /// what, and lists every field (the destructuring fails to compile when one is added).

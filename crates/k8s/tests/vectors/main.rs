@@ -335,26 +335,10 @@ fn core_announces(
     view: &vigil_metallb::NodeView,
     members: &[String],
 ) -> BTreeSet<(String, IpAddr)> {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     use vigil_speaker::core::{Member, MemberState, SpeakerCore};
-    use vigil_speaker::model::{GossipSettings, InterfaceSelection, StaticSettings};
-    let settings = StaticSettings {
-        node_name: node.into(),
-        gossip: GossipSettings {
-            bind: "198.18.0.1:7946".parse().unwrap(),
-            advertise: None,
-            profile: vigil_gossip::Profile::Fast,
-            label: String::new(),
-            rejoin_interval: Duration::from_secs(5),
-            tuning: None,
-        },
-        interfaces: InterfaceSelection::default(),
-        local_address: None,
-        http_listen: None,
-        probe_listen: None,
-        hold_down: None,
-        refresh: None,
-    };
+    use vigil_speaker::model::StaticSettings;
+    let settings = StaticSettings::new(node, "198.18.0.1:7946".parse().unwrap());
     let now = Instant::now();
     let desired = vigil_k8s::source::desired_state(view, 7946);
     let mut core = SpeakerCore::new(&settings, desired, now);
