@@ -11,7 +11,7 @@
 //! - An IPv4-mapped IPv6 prefix of length 96 or more means the IPv4 prefix it embeds (Go's
 //!   `IPNet.Contains` and `String` treat it so).
 
-use crate::go_ip_string;
+use crate::{GoQuoted, go_ip_string};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -103,10 +103,14 @@ fn mask128(prefix: u8) -> u128 {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
     /// Not `addr/len`.
-    #[error("invalid CIDR {0:?}")]
+    #[error("invalid CIDR {}", GoQuoted(.0))]
     Cidr(String),
     /// A range whose start does not parse.
-    #[error("invalid IP range {range:?}: invalid start IP {start:?}")]
+    #[error(
+        "invalid IP range {}: invalid start IP {}",
+        GoQuoted(range),
+        GoQuoted(start)
+    )]
     RangeStart {
         /// The entry.
         range: String,
@@ -114,7 +118,11 @@ pub enum AddressError {
         start: String,
     },
     /// A range whose end does not parse.
-    #[error("invalid IP range {range:?}: invalid end IP {end:?}")]
+    #[error(
+        "invalid IP range {}: invalid end IP {}",
+        GoQuoted(range),
+        GoQuoted(end)
+    )]
     RangeEnd {
         /// The entry.
         range: String,
@@ -122,10 +130,15 @@ pub enum AddressError {
         end: String,
     },
     /// IPv4 start, IPv6 end or the other way round.
-    #[error("invalid IP range {0:?}: start and end IPs must be the same family")]
+    #[error("invalid IP range {}: start and end IPs must be the same family", GoQuoted(.0))]
     RangeFamily(String),
     /// Start after end.
-    #[error("invalid IP range {range:?}: start IP {start:?} is after the end IP {end:?}")]
+    #[error(
+        "invalid IP range {}: start IP {} is after the end IP {}",
+        GoQuoted(range),
+        GoQuoted(start),
+        GoQuoted(end)
+    )]
     RangeOrder {
         /// The entry.
         range: String,

@@ -27,6 +27,7 @@
 pub mod cidr;
 mod election;
 mod go_ip;
+mod go_quote;
 mod meta;
 pub mod pool;
 pub mod selector;
@@ -34,5 +35,6 @@ mod service;
 
 pub use election::{Group, Policy, Quorum, Verdict, decide, elect, rank};
 pub use go_ip::go_ip_string;
+pub use go_quote::GoQuoted;
 pub use meta::{MAX_META_LEN, NodeMeta, NodeView};
 pub use service::Service;

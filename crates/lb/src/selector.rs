@@ -297,7 +297,8 @@ fn requirement(
     })
 }
 
-/// A qualified name: `[prefix/]name`, the prefix a DNS subdomain of at most 253 characters,
+/// A qualified name: `[prefix/]name`, the prefix a DNS subdomain of at most 253 characters
+/// (apimachinery's `IsDNS1123Subdomain` bounds the whole prefix, not each of its labels),
 /// the name 1..=63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
 fn check_key(key: &str) -> Result<(), SelectorError> {
     let err = |why| SelectorError::Key {
@@ -311,7 +312,6 @@ fn check_key(key: &str) -> Result<(), SelectorError> {
     if let Some(prefix) = prefix {
         let label_ok = |l: &str| {
             !l.is_empty()
-                && l.len() <= 63
                 && l.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 && !l.starts_with('-')

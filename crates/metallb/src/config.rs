@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
+use vigil_lb::GoQuoted;
 
 /// A parsed, valid configuration (what MetalLB's speaker keeps as `c.config`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -460,7 +461,11 @@ pub enum PoolProblem {
     #[error("pool has no prefixes defined")]
     NoAddresses,
     /// One `spec.addresses` entry does not parse.
-    #[error("invalid CIDR {entry:?} in pool {pool:?}: {source}")]
+    #[error(
+        "invalid CIDR {} in pool {}: {source}",
+        GoQuoted(entry),
+        GoQuoted(pool)
+    )]
     Address {
         /// The pool's name.
         pool: String,

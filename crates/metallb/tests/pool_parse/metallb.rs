@@ -9,8 +9,6 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use vigil_lb::cidr::{Cidr, parse_pool_entry};
-use vigil_metallb::config::{ConfigError, PoolProblem};
-use vigil_metallb::selector::SelectorError;
 
 /// The probe, or `None` (with a note) when it is not built and `VIGIL_REQUIRE_GO` is not 1.
 pub(crate) fn probe() -> Option<PathBuf> {
@@ -131,33 +129,4 @@ pub(crate) fn metallb_sees_no_overlap(pools: &[Value]) -> Option<bool> {
         }
     }
     Some(true)
-}
-
-/// The key of a selector vigil refuses for its prefix where Kubernetes (and so MetalLB) takes
-/// it: apimachinery's `IsDNS1123Subdomain` bounds the whole prefix (253 characters) and its
-/// shape (lower-case alphanumerics and `-` in dot-separated labels, each starting and ending
-/// alphanumeric), not each label's length, while vigil's key check also caps every label at
-/// 63 characters (`crates/lb/src/selector.rs`, `check_key`). `None` for any other refusal.
-pub(crate) fn long_prefix_label(e: &ConfigError) -> Option<String> {
-    let ConfigError::Pool { problem, .. } = e else {
-        return None;
-    };
-    let PoolProblem::Selector {
-        source: SelectorError::Key { key, .. },
-        ..
-    } = problem.as_ref()
-    else {
-        return None;
-    };
-    let (prefix, _) = key.split_once('/')?;
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    let kubernetes_takes_it = prefix.len() <= 253 && prefix.split('.').all(label_ok);
-    let a_label_is_long = prefix.split('.').any(|l| l.len() > 63);
-    (kubernetes_takes_it && a_label_is_long).then(|| key.clone())
 }
