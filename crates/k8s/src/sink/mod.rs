@@ -44,8 +44,7 @@ pub struct K8sSink {
     wishes: Arc<Wishes>,
     events: events::Queue,
     shared: Shared,
-    /// The VIPs announced from here, per Service.
-    announced: HashMap<String, BTreeSet<IpAddr>>,
+    announced: AnnouncedVips,
 }
 
 impl K8sSink {
@@ -73,7 +72,7 @@ impl K8sSink {
             wishes,
             events,
             shared,
-            announced: HashMap::new(),
+            announced: AnnouncedVips::default(),
         }
     }
 }
@@ -87,24 +86,40 @@ impl StatusSink for K8sSink {
         };
         for service in services {
             self.shared.set_announced(service, vip, announced);
-            // A Service keeps its status while any of its VIPs is announced from here; the
-            // Event marks the start of announcing it.
-            let vips = self.announced.entry(service.clone()).or_default();
-            let was = !vips.is_empty();
-            if announced {
-                vips.insert(vip);
-            } else {
-                vips.remove(&vip);
-            }
-            let now = !vips.is_empty();
-            if !now {
-                self.announced.remove(service);
-            }
+            let (now, started) = self.announced.set(service, vip, announced);
             self.wishes.put(service, now);
-            if now && !was {
+            if started {
                 self.events.node_assigned(service);
             }
         }
+    }
+}
+
+/// The VIPs announced from here, per Service: a Service keeps its status while any of its
+/// VIPs is announced (a dual-stack Service's two VIPs come and go one notice each).
+#[derive(Debug, Default)]
+struct AnnouncedVips {
+    by_service: HashMap<String, BTreeSet<IpAddr>>,
+}
+
+impl AnnouncedVips {
+    /// Records one notice; answers whether the Service is announced now, and whether that
+    /// just started (the `nodeAssigned` Event's moment).
+    fn set(&mut self, service: &str, vip: IpAddr, announced: bool) -> (bool, bool) {
+        let was = self.by_service.contains_key(service);
+        if announced {
+            self.by_service
+                .entry(service.to_string())
+                .or_default()
+                .insert(vip);
+        } else if let Some(vips) = self.by_service.get_mut(service) {
+            vips.remove(&vip);
+            if vips.is_empty() {
+                self.by_service.remove(service);
+            }
+        }
+        let now = self.by_service.contains_key(service);
+        (now, now && !was)
     }
 }
 
@@ -133,5 +148,25 @@ impl Wishes {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_stays_announced_while_any_of_its_vips_is_and_starts_once() {
+        let mut a = AnnouncedVips::default();
+        let (v4, v6): (IpAddr, IpAddr) = (
+            "198.18.0.10".parse().unwrap(),
+            "2001:db8::10".parse().unwrap(),
+        );
+        assert_eq!(a.set("default/web", v4, true), (true, true));
+        assert_eq!(a.set("default/web", v6, true), (true, false));
+        assert_eq!(a.set("default/web", v4, false), (true, false));
+        assert_eq!(a.set("default/web", v6, false), (false, false));
+        assert_eq!(a.set("default/web", v6, false), (false, false));
+        assert_eq!(a.set("default/web", v6, true), (true, true));
     }
 }
