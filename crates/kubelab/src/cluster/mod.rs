@@ -43,6 +43,10 @@ pub const CLIENT4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
 /// The client's IPv6 address (when [`ClusterSpec::client_ipv6`]).
 pub const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x100);
 
+/// How many questions in a row one host must answer alone for
+/// [`Cluster::wait_single_answer`] (200 ms each).
+pub const SINGLE_ANSWER_STREAK: usize = 3;
+
 /// What a vigil speaker needs beyond MetalLB's speaker RBAC: its key acknowledgement Lease
 /// (`vigil_k8s::key_ack`, for key rotation; docs/KUBERNETES.md, "Key rotation").
 pub const KEY_ACK_RBAC: &str = r#"
@@ -438,9 +442,12 @@ impl Cluster {
         }
     }
 
-    /// Asks ARP for `ip` (each question waits 200 ms) until exactly one host answers or
-    /// `limit` passes, calling `between` after each question that did not settle it (to check
-    /// the processes): the node that answered ([`Self::node_of_mac`]), or the last answers.
+    /// Asks ARP for `ip` (each question waits 200 ms) until exactly one host, the same one,
+    /// answers [`SINGLE_ANSWER_STREAK`] questions in a row, or `limit` passes, calling
+    /// `between` after each question that did not settle it (to check the processes): the
+    /// node that answered ([`Self::node_of_mac`]), or the last answers. One answer is not
+    /// enough: while speakers start one by one, the first to join holds the VIP alone for a
+    /// few tens of milliseconds before handing it to the node the election ranks first.
     pub fn wait_single_answer(
         &self,
         ip: Ipv4Addr,
@@ -448,10 +455,18 @@ impl Cluster {
         mut between: impl FnMut(),
     ) -> Result<String, Vec<ArpAnswer>> {
         let end = Instant::now() + limit;
+        let mut streak: Option<(String, usize)> = None;
         loop {
             let answers = self.arp(ip, Duration::from_millis(200));
-            if let [one] = answers.as_slice() {
-                return Ok(self.node_of_mac(&one.mac));
+            streak = match (answers.as_slice(), streak) {
+                ([one], Some((mac, n))) if one.mac == mac => Some((mac, n + 1)),
+                ([one], _) => Some((one.mac.clone(), 1)),
+                _ => None,
+            };
+            if let Some((mac, n)) = &streak
+                && *n >= SINGLE_ANSWER_STREAK
+            {
+                return Ok(self.node_of_mac(mac));
             }
             if Instant::now() > end {
                 return Err(answers);
