@@ -355,9 +355,16 @@ impl Election {
         self.views = nodes;
         let mut touched = BTreeSet::new();
         for (group, verdict) in self.elected.values_mut() {
-            let had = group.candidates.len();
-            group.candidates.retain(|c| !lost.contains(c));
-            if group.candidates.len() == had && !quorum_moved {
+            // Usually one name: a linear search of the ranking beats a set lookup per
+            // candidate. Only a lost first candidate (or a quorum change) moves the verdict.
+            let mut owner_lost = false;
+            for name in lost {
+                if let Some(at) = group.candidates.iter().position(|c| c == name) {
+                    group.candidates.remove(at);
+                    owner_lost |= at == 0;
+                }
+            }
+            if !owner_lost && !quorum_moved {
                 continue;
             }
             let next = decide(&self.node, std::slice::from_ref(group), quorum)
