@@ -20,6 +20,12 @@ pub struct K8sClientMetrics {
     /// MetalLB, going back to the configuration in force leaves it set until another
     /// configuration is applied.
     pub config_stale: bool,
+    /// vigil: full checks of the speaker's keyed state against a whole translation (after
+    /// each relist, once changes settle, and periodically).
+    pub keyed_state_checks: u64,
+    /// vigil: Services whose keyed state differed from the whole translation at a check
+    /// (each one repaired then); anything but 0 is a bug in the keyed path.
+    pub keyed_state_differences: u64,
 }
 
 impl Collector for K8sClientMetrics {
@@ -47,6 +53,18 @@ impl Collector for K8sClientMetrics {
             "metallb_k8s_client_config_stale_bool",
             "1 if running on a stale configuration, because the latest config failed to load.",
             u64::from(self.config_stale),
+        )?;
+        counter(
+            &mut enc,
+            "vigil_k8s_keyed_state_checks",
+            "Full checks of the keyed Service state against a whole translation.",
+            self.keyed_state_checks,
+        )?;
+        counter(
+            &mut enc,
+            "vigil_k8s_keyed_state_differences",
+            "Services whose keyed state differed from the whole translation at a check.",
+            self.keyed_state_differences,
         )
     }
 }

@@ -171,6 +171,8 @@ fn everything() -> Scrape {
         update_errors: 2,
         config_loaded: true,
         config_stale: true,
+        keyed_state_checks: 3,
+        keyed_state_differences: 0,
     };
     Scrape::new()
         .with(l2)
@@ -207,6 +209,8 @@ fn the_text_parses_and_carries_every_name_once() {
         ("vigil_gossip_health_score", "gauge"),
         ("vigil_gossip_incarnation", "gauge"),
         ("vigil_election_evaluations_total", "counter"),
+        ("vigil_k8s_keyed_state_checks_total", "counter"),
+        ("vigil_k8s_keyed_state_differences_total", "counter"),
         ("vigil_election_vips_owned", "gauge"),
         ("vigil_election_vips_taken_total", "counter"),
         ("vigil_election_vips_released_total", "counter"),

@@ -30,6 +30,8 @@ struct Inner {
     update_errors: AtomicU64,
     config_loaded: AtomicBool,
     config_stale: AtomicBool,
+    keyed_checks: AtomicU64,
+    keyed_differences: AtomicU64,
 }
 
 impl SourceCounters {
@@ -80,6 +82,15 @@ impl SourceCounters {
         &self.inner.status_writes
     }
 
+    /// A full check of the keyed state ran and found `differences` Services that differed
+    /// (`vigil_k8s_keyed_state_{checks,differences}_total`).
+    pub fn count_keyed_check(&self, differences: u64) {
+        self.inner.keyed_checks.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .keyed_differences
+            .fetch_add(differences, Ordering::Relaxed);
+    }
+
     /// MetalLB's Kubernetes client metrics, for a Kubernetes source only.
     pub fn k8s_client(&self) -> Option<K8sClientMetrics> {
         let i = &self.inner;
@@ -90,6 +101,8 @@ impl SourceCounters {
                 update_errors: i.update_errors.load(Ordering::Relaxed),
                 config_loaded: i.config_loaded.load(Ordering::Relaxed),
                 config_stale: i.config_stale.load(Ordering::Relaxed),
+                keyed_state_checks: i.keyed_checks.load(Ordering::Relaxed),
+                keyed_state_differences: i.keyed_differences.load(Ordering::Relaxed),
             })
     }
 }

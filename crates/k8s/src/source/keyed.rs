@@ -1,0 +1,478 @@
+//! The keyed builder: turns the dirty keys into the speaker's deltas, translating only the
+//! Services they touch, each from its own slices (an index slice→Service kept from the
+//! slice events), and checks the keyed state against a whole translation after every relist,
+//! once changes settle, and periodically.
+
+use super::dirty::{Bell, Dirty};
+use super::{Shared, Stores, service_spec};
+use crate::crd::ConfigurationState;
+use crate::state::ReconcilerCondition;
+use crate::status::configuration_state;
+use crate::translate::{Interfaces, Options, node_map, peers, slice_service, translate_service};
+use crate::{Config, ConfigTracker, Reload};
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::{info, warn};
+use vigil_speaker::model::{DesiredState, DesiredUpdate, ServiceChanges, ServiceSpec, SharedVips};
+use vigil_speaker::observe::SourceCounters;
+
+/// How long the watches must be quiet after a change before the keyed state is checked.
+const SETTLE: Duration = Duration::from_secs(1);
+/// The shortest time between two checks after changes (a check is O(Services)).
+const CHECK_SPACING: Duration = Duration::from_secs(10);
+/// A check runs at least this often, changes or not.
+const CHECK_PERIOD: Duration = Duration::from_secs(300);
+
+/// Builds the speaker's desired state from the stores, keyed by Service.
+pub(crate) struct Builder {
+    pub(crate) stores: Stores,
+    pub(crate) options: Options,
+    pub(crate) gossip_port: u16,
+    pub(crate) tracker: ConfigTracker,
+    /// Where this speaker's ConfigurationState goes (`None`: nowhere, the benchmark), and
+    /// the condition last written there.
+    pub(crate) state: Option<Api<ConfigurationState>>,
+    pub(crate) written: Option<ReconcilerCondition>,
+    pub(crate) shared: Shared,
+    pub(crate) counters: SourceCounters,
+    pub(crate) bell: Arc<Bell>,
+    /// Each slice's Service, and each Service's slices (`namespace/name` both).
+    pub(crate) slice_owner: HashMap<String, String>,
+    pub(crate) slices_of: HashMap<String, BTreeSet<String>>,
+    /// What the speaker was sent, by Service id: the keyed state.
+    pub(crate) sent: BTreeMap<String, ServiceSpec>,
+    pub(crate) seeds: Vec<String>,
+}
+
+/// `namespace/name` into an [`ObjectRef`].
+fn object_ref<K: kube::Resource<DynamicType = ()>>(key: &str) -> ObjectRef<K> {
+    let (ns, name) = key.split_once('/').unwrap_or(("", key));
+    let r = ObjectRef::new(name);
+    if ns.is_empty() { r } else { r.within(ns) }
+}
+
+impl Builder {
+    /// The first desired state, from every store as listed (anything marked before is in
+    /// the stores already, so the marks are dropped).
+    pub(crate) fn initial(&mut self) -> DesiredState {
+        let _ = self.bell.take();
+        self.rebuild_slice_index();
+        self.reconfigure(true);
+        let all = self.all_service_ids();
+        let changes = self.translate_keys(all);
+        let seeds = self.compute_seeds();
+        self.seeds = seeds.clone();
+        DesiredState {
+            services: changes.upserts,
+            expected_members: None,
+            seeds,
+            labels: BTreeMap::new(),
+            shared_vips: SharedVips::PerService,
+        }
+    }
+
+    /// Translates what is marked, sends the changes, and checks the keyed state after a
+    /// relist, once changes settle (at most every [`CHECK_SPACING`]) and every
+    /// [`CHECK_PERIOD`].
+    pub(crate) async fn run(mut self, tx: mpsc::Sender<DesiredUpdate>) {
+        let mut last_check = Instant::now();
+        let mut unchecked = false;
+        loop {
+            let settle_at =
+                unchecked.then(|| (Instant::now() + SETTLE).max(last_check + CHECK_SPACING));
+            let periodic = last_check + CHECK_PERIOD;
+            let check_at = settle_at.map_or(periodic, |s| s.min(periodic));
+            let check = tokio::select! {
+                () = self.bell.rung() => false,
+                () = tokio::time::sleep_until(check_at) => true,
+            };
+            let mut changes = ServiceChanges::default();
+            if check {
+                self.check(&mut changes);
+                last_check = Instant::now();
+                unchecked = false;
+            } else {
+                let dirty = self.bell.take();
+                if dirty.is_empty() {
+                    continue;
+                }
+                let relisted = dirty.relisted;
+                changes = self.apply(dirty);
+                unchecked = true;
+                if relisted {
+                    self.check(&mut changes);
+                    last_check = Instant::now();
+                    unchecked = false;
+                }
+            }
+            self.write_state().await;
+            if changes.is_empty() {
+                continue;
+            }
+            self.counters.count_applied();
+            if tx.send(DesiredUpdate::Changes(changes)).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The changes the marks in `dirty` make.
+    pub(crate) fn apply(&mut self, dirty: Dirty) -> ServiceChanges {
+        let mut keys = dirty.services;
+        if dirty.relisted {
+            self.rebuild_slice_index();
+        } else {
+            for m in dirty.slices {
+                let before = match &m.owner {
+                    Some(owner) => self.slice_owner.insert(m.slice.clone(), owner.clone()),
+                    None => self.slice_owner.remove(&m.slice),
+                };
+                if let Some(before) = before {
+                    if let Some(set) = self.slices_of.get_mut(&before) {
+                        set.remove(&m.slice);
+                        if set.is_empty() {
+                            self.slices_of.remove(&before);
+                        }
+                    }
+                    keys.insert(before);
+                }
+                if let Some(owner) = m.owner {
+                    self.slices_of
+                        .entry(owner.clone())
+                        .or_default()
+                        .insert(m.slice);
+                    keys.insert(owner);
+                }
+            }
+        }
+        let everything = if dirty.config || dirty.nodes || dirty.relisted {
+            self.reconfigure(dirty.nodes || dirty.relisted)
+        } else {
+            false
+        };
+        if everything {
+            keys = self.all_service_ids();
+        }
+        let mut changes = self.translate_keys(keys);
+        if dirty.peers || dirty.nodes || dirty.relisted {
+            let seeds = self.compute_seeds();
+            if seeds != self.seeds {
+                self.seeds = seeds.clone();
+                changes.seeds = Some(seeds);
+            }
+        }
+        changes
+    }
+
+    /// Every Service in the store and every one sent (a deleted one must be removed).
+    fn all_service_ids(&self) -> BTreeSet<String> {
+        let mut ids: BTreeSet<String> = self
+            .stores
+            .services
+            .state()
+            .iter()
+            .map(|s| crate::translate::service_id(s))
+            .collect();
+        ids.extend(self.sent.keys().cloned());
+        ids
+    }
+
+    fn rebuild_slice_index(&mut self) {
+        self.slice_owner.clear();
+        self.slices_of.clear();
+        for slice in self.stores.slices.state() {
+            if let Some((ns, name)) = slice_service(&slice) {
+                let owner = format!("{ns}/{name}");
+                let key = super::watch::slice_key(&slice);
+                self.slices_of
+                    .entry(owner.clone())
+                    .or_default()
+                    .insert(key.clone());
+                self.slice_owner.insert(key, owner);
+            }
+        }
+    }
+
+    /// Parses the configuration again through the tracker (the last good one stays when
+    /// the new one is invalid or refused). Returns whether every Service must be translated
+    /// again: the configuration in force changed, or the Nodes did (`nodes_changed`).
+    fn reconfigure(&mut self, nodes_changed: bool) -> bool {
+        let nodes: Vec<Node> = self
+            .stores
+            .nodes
+            .state()
+            .iter()
+            .map(|n| (**n).clone())
+            .collect();
+        let pools: Vec<_> = self
+            .stores
+            .pools
+            .state()
+            .iter()
+            .map(|p| (**p).clone())
+            .collect();
+        let ads: Vec<_> = self
+            .stores
+            .ads
+            .state()
+            .iter()
+            .map(|a| (**a).clone())
+            .collect();
+        let parsed = Config::parse(&pools, &ads, &nodes);
+        let announced = self.shared.lock().announced.clone();
+        let applied = match self.tracker.reconcile(parsed, &announced) {
+            Reload::Applied => {
+                info!(event = "config_applied", "MetalLB configuration applied");
+                true
+            }
+            Reload::Unchanged => false,
+            Reload::Invalid(e) => {
+                self.counters.count_rejected();
+                warn!(event = "config_invalid", error = %e.metallb_message(), "configuration rejected; the last good one stays");
+                false
+            }
+            Reload::Refused(services) => {
+                self.counters.count_rejected();
+                // MetalLB counts an update error for the handler's refusal, not for a
+                // configuration that does not parse.
+                self.counters.count_update_error();
+                warn!(event = "config_refused", services = ?services, "configuration would orphan announced IPs; the last good one stays");
+                false
+            }
+        };
+        self.counters
+            .set_config_state(self.tracker.loaded(), self.tracker.stale());
+        applied || nodes_changed
+    }
+
+    /// One Service as the speaker should have it, from the stores (`None`: not handled, gone,
+    /// or no configuration yet: MetalLB announces nothing before one is applied).
+    fn translate_one(
+        &self,
+        config: Option<&Config>,
+        id: &str,
+        nodes: &BTreeMap<&str, &Node>,
+    ) -> Option<(ServiceSpec, Interfaces)> {
+        let config = config?;
+        let svc: Arc<Service> = self.stores.services.get(&object_ref(id))?;
+        let slices: Vec<Arc<EndpointSlice>> = self
+            .slices_of
+            .get(id)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| self.stores.slices.get(&object_ref(key)))
+            .collect();
+        let refs: Vec<&EndpointSlice> = slices.iter().map(AsRef::as_ref).collect();
+        let a = translate_service(config, &svc, &refs, nodes, &self.options).ok()?;
+        Some((service_spec(&a), a.interfaces))
+    }
+
+    /// Translates `keys` and records what differs from what was sent.
+    fn translate_keys(&mut self, keys: BTreeSet<String>) -> ServiceChanges {
+        let node_list = self.stores.nodes.state();
+        let nodes = node_map(node_list.iter().map(AsRef::as_ref));
+        let config = self.tracker.config().cloned();
+        let mut changes = ServiceChanges::default();
+        let mut interfaces = Vec::new();
+        for id in keys {
+            match self.translate_one(config.as_ref(), &id, &nodes) {
+                Some((spec, ifaces)) => {
+                    interfaces.push((id.clone(), Some(ifaces)));
+                    if self.sent.get(&id) != Some(&spec) {
+                        self.sent.insert(id, spec.clone());
+                        changes.upserts.push(spec);
+                    }
+                }
+                None => {
+                    interfaces.push((id.clone(), None));
+                    if self.sent.remove(&id).is_some() {
+                        changes.removes.push(id);
+                    }
+                }
+            }
+        }
+        let mut shared = self.shared.lock();
+        for (id, ifaces) in interfaces {
+            match ifaces {
+                Some(i) => shared.interfaces.insert(id, i),
+                None => shared.interfaces.remove(&id),
+            };
+        }
+        changes
+    }
+
+    fn compute_seeds(&self) -> Vec<String> {
+        let node_list = self.stores.nodes.state();
+        let nodes = node_map(node_list.iter().map(AsRef::as_ref));
+        let pods = self.stores.pods.state();
+        let mut seeds: Vec<String> = peers(pods.iter().map(AsRef::as_ref), &nodes, &self.options)
+            .into_iter()
+            .filter(|p| p.node.as_deref() != Some(self.options.node_name.as_str()))
+            .map(|p| std::net::SocketAddr::new(p.addr, self.gossip_port).to_string())
+            .collect();
+        seeds.sort();
+        seeds.dedup();
+        seeds
+    }
+
+    /// Every Service translated whole, its slices found by scanning every slice (not
+    /// through the keyed index): what the keyed state must equal.
+    pub(crate) fn whole(&self) -> BTreeMap<String, ServiceSpec> {
+        let Some(config) = self.tracker.config() else {
+            return BTreeMap::new();
+        };
+        let node_list = self.stores.nodes.state();
+        let nodes = node_map(node_list.iter().map(AsRef::as_ref));
+        let slices = self.stores.slices.state();
+        let mut by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+        for slice in &slices {
+            if let Some(key) = slice_service(slice) {
+                by_service.entry(key).or_default().push(slice);
+            }
+        }
+        let mut out = BTreeMap::new();
+        for svc in self.stores.services.state() {
+            let key = (
+                svc.metadata.namespace.as_deref().unwrap_or_default(),
+                svc.metadata.name.as_deref().unwrap_or_default(),
+            );
+            let mine = by_service.get(&key).map_or(&[][..], Vec::as_slice);
+            if let Ok(a) = translate_service(config, &svc, mine, &nodes, &self.options) {
+                out.insert(a.id.clone(), service_spec(&a));
+            }
+        }
+        out
+    }
+
+    /// Compares the keyed state with a whole translation. Services marked since (their
+    /// change is on its way) are left out; a difference is counted, logged and repaired
+    /// into `changes`.
+    pub(crate) fn check(&mut self, changes: &mut ServiceChanges) -> Option<u64> {
+        // Whatever is marked now goes through the keyed path first.
+        let pending = self.bell.take();
+        if !pending.is_empty() {
+            let more = self.apply(pending);
+            merge(changes, more);
+        }
+        let whole = self.whole();
+        let (skip_all, marked) = self.bell.peek(|d| {
+            let mut marked = d.services.clone();
+            for m in &d.slices {
+                marked.extend(m.owner.clone());
+                marked.extend(self.slice_owner.get(&m.slice).cloned());
+            }
+            (d.nodes || d.config || d.relisted, marked)
+        });
+        if skip_all {
+            return None;
+        }
+        let mut differ: BTreeSet<String> = BTreeSet::new();
+        for (id, spec) in &whole {
+            if self.sent.get(id) != Some(spec) {
+                differ.insert(id.clone());
+            }
+        }
+        for id in self.sent.keys() {
+            if !whole.contains_key(id) {
+                differ.insert(id.clone());
+            }
+        }
+        differ.retain(|id| !marked.contains(id));
+        let n = differ.len() as u64;
+        self.counters.count_keyed_check(n);
+        if n == 0 {
+            info!(
+                event = "keyed_state_checked",
+                services = whole.len(),
+                differences = 0,
+                "keyed state equals a whole translation"
+            );
+            return Some(0);
+        }
+        warn!(event = "keyed_state_differs", services = whole.len(), differences = n, first = ?differ.iter().take(5).collect::<Vec<_>>(), "keyed state differs from a whole translation; repaired from it");
+        for id in differ {
+            match whole.get(&id) {
+                Some(spec) => {
+                    self.sent.insert(id.clone(), spec.clone());
+                    changes.removes.retain(|r| *r != id);
+                    changes.upserts.retain(|u| u.id != id);
+                    changes.upserts.push(spec.clone());
+                }
+                None => {
+                    self.sent.remove(&id);
+                    changes.upserts.retain(|u| u.id != id);
+                    changes.removes.push(id);
+                }
+            }
+        }
+        Some(n)
+    }
+
+    /// Writes this speaker's ConfigurationState when the reconcile's condition changed (the
+    /// object by server-side apply, its status through the subresource). A failure is
+    /// logged and tried again on the next change.
+    pub(crate) async fn write_state(&mut self) {
+        let Some(condition) = self.tracker.condition().cloned() else {
+            return;
+        };
+        let Some(state) = &self.state else {
+            return;
+        };
+        if self.written.as_ref() == Some(&condition) {
+            return;
+        }
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let namespace = state.namespace().unwrap_or_default().to_string();
+        let object = configuration_state(
+            &namespace,
+            &self.options.node_name,
+            self.tracker.status(now),
+        );
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let mut body = serde_json::json!({ "metadata": object.metadata });
+        body["apiVersion"] = "metallb.io/v1beta1".into();
+        body["kind"] = "ConfigurationState".into();
+        let apply = PatchParams::apply("vigil-speaker").force();
+        let result = async {
+            state.patch(&name, &apply, &Patch::Apply(&body)).await?;
+            let status = serde_json::json!({ "status": object.status });
+            state
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+        }
+        .await;
+        match result {
+            Ok(_) => self.written = Some(condition),
+            Err(e) => {
+                warn!(event = "configuration_state_failed", error = %e, "ConfigurationState not written")
+            }
+        }
+    }
+}
+
+/// `later` applied after `into`: the later word on a Service wins.
+fn merge(into: &mut ServiceChanges, later: ServiceChanges) {
+    for spec in later.upserts {
+        into.removes.retain(|r| *r != spec.id);
+        into.upserts.retain(|u| u.id != spec.id);
+        into.upserts.push(spec);
+    }
+    for id in later.removes {
+        into.upserts.retain(|u| u.id != id);
+        if !into.removes.contains(&id) {
+            into.removes.push(id);
+        }
+    }
+    if later.seeds.is_some() {
+        into.seeds = later.seeds;
+    }
+}
