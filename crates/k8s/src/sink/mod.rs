@@ -17,6 +17,8 @@ pub mod reconcile;
 mod writer;
 
 use crate::source::{Shared, Stores};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::runtime::reflector::Store;
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -56,17 +58,35 @@ impl K8sSink {
         stores: &Stores,
         counters: &SourceCounters,
     ) -> Self {
+        Self::start_with(
+            target,
+            shared,
+            stores.services.clone(),
+            stores.pods.clone(),
+            counters,
+        )
+    }
+
+    /// [`K8sSink::start`] with the two stores it reads given one by one: Services (for the
+    /// Events' references) and Pods (its own Pod, the owner of its statuses).
+    pub fn start_with(
+        target: Target,
+        shared: Shared,
+        services: Store<Service>,
+        pods: Store<Pod>,
+        counters: &SourceCounters,
+    ) -> Self {
         let counters = counters.status_writes().clone();
         counters.set_running();
         let wishes = Arc::new(Wishes::default());
         let events = events::Queue::start(
             target.client.clone(),
             target.node.clone(),
-            stores.services.clone(),
+            services,
             counters.clone(),
         );
         tokio::spawn(
-            writer::Writer::new(target, shared.clone(), stores, counters).run(Arc::clone(&wishes)),
+            writer::Writer::new(target, shared.clone(), pods, counters).run(Arc::clone(&wishes)),
         );
         Self {
             wishes,

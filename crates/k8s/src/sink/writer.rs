@@ -6,7 +6,7 @@
 use super::Wishes;
 use super::reconcile::{Effect, Observation, Op, Outcome, Reconciler, Seen, Step, Want};
 use crate::crd::{LABEL_ANNOUNCE_NODE, ServiceL2Status};
-use crate::source::{Shared, Stores};
+use crate::source::Shared;
 use crate::status::service_l2_status;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -70,7 +70,7 @@ impl Writer {
     pub(super) fn new(
         target: super::Target,
         shared: Shared,
-        stores: &Stores,
+        pods: Store<Pod>,
         counters: StatusWriteCounters,
     ) -> Self {
         let resource = ApiResource::erase::<ServiceL2Status>(&());
@@ -87,7 +87,7 @@ impl Writer {
                 namespace: target.namespace,
                 node: target.node,
                 shared,
-                pods: stores.pods.clone(),
+                pods,
                 pod: target.pod,
                 owner: None,
             },
