@@ -39,6 +39,8 @@ pub(crate) struct Request {
     pub(crate) user: String,
     /// get, list, watch, create, update, patch, delete, ...
     pub(crate) verb: String,
+    /// What it was about: `objectRef`'s resource and subresource (`services/status`).
+    pub(crate) resource: String,
 }
 
 /// Parses one JSON line of the log; `None` for anything else.
@@ -62,7 +64,22 @@ pub(crate) fn parse_line(line: &str) -> Option<Request> {
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default()
             .to_string(),
+        resource: resource_of(&v),
     })
+}
+
+/// `resource` or `resource/subresource` of an event's `objectRef` (empty without one).
+fn resource_of(event: &serde_json::Value) -> String {
+    let field = |k: &str| {
+        event
+            .pointer(&format!("/objectRef/{k}"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    };
+    match (field("resource"), field("subresource")) {
+        (r, "") => r.to_string(),
+        (r, sub) => format!("{r}/{sub}"),
+    }
 }
 
 /// Every request in the log at `path` (unreadable lines are skipped and counted).
@@ -80,7 +97,7 @@ pub(crate) fn read(path: &Path) -> (Vec<Request>, usize) {
 }
 
 /// Whether a verb changes something.
-fn is_write(verb: &str) -> bool {
+pub(crate) fn is_write(verb: &str) -> bool {
     matches!(
         verb,
         "create" | "update" | "patch" | "delete" | "deletecollection"
@@ -145,16 +162,47 @@ pub(crate) fn cost(
     }
 }
 
+/// The requests `user` made in `[from, to)`, counted by verb and resource
+/// (`update services/status`).
+pub(crate) fn verbs_of(
+    requests: &[Request],
+    from: SystemTime,
+    to: SystemTime,
+    user: &str,
+) -> BTreeMap<String, u64> {
+    let mut verbs = BTreeMap::new();
+    for r in requests
+        .iter()
+        .filter(|r| r.at >= from && r.at < to && r.user == user)
+    {
+        let key = format!("{} {}", r.verb, r.resource);
+        *verbs.entry(key.trim_end().to_string()).or_insert(0) += 1;
+    }
+    verbs
+}
+
+/// All requests and the writes among them, of a [`verbs_of`] count.
+pub(crate) fn totals(verbs: &BTreeMap<String, u64>) -> (u64, u64) {
+    let all = verbs.values().sum();
+    let writes = verbs
+        .iter()
+        .filter(|(key, _)| is_write(key.split(' ').next().unwrap_or_default()))
+        .map(|(_, n)| n)
+        .sum();
+    (all, writes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const LINE: &str = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"x","stage":"RequestReceived","requestURI":"/api/v1/services?watch=true","verb":"watch","user":{"username":"system:serviceaccount:metallb-system:speaker","groups":["system:serviceaccounts"]},"sourceIPs":["198.18.0.11"],"userAgent":"speaker/v0.0.0","requestReceivedTimestamp":"2026-12-02T01:00:00.250000Z","stageTimestamp":"2026-12-02T01:00:00.250000Z"}"#;
+    const LINE: &str = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"x","stage":"RequestReceived","requestURI":"/api/v1/services?watch=true","verb":"watch","objectRef":{"resource":"services","apiVersion":"v1"},"user":{"username":"system:serviceaccount:metallb-system:speaker","groups":["system:serviceaccounts"]},"sourceIPs":["198.18.0.11"],"userAgent":"speaker/v0.0.0","requestReceivedTimestamp":"2026-12-02T01:00:00.250000Z","stageTimestamp":"2026-12-02T01:00:00.250000Z"}"#;
 
     #[test]
     fn parses_an_audit_event() {
         let r = parse_line(LINE).expect("an event");
         assert_eq!(r.verb, "watch");
+        assert_eq!(r.resource, "services");
         assert_eq!(r.source, Some("198.18.0.11".parse().expect("ip")));
         assert_eq!(r.user, "system:serviceaccount:metallb-system:speaker");
         assert_eq!(
@@ -175,6 +223,7 @@ mod tests {
             source: Some(source),
             user: user.to_string(),
             verb: verb.to_string(),
+            resource: "leases".to_string(),
         };
         let cp: IpAddr = "198.18.0.2".parse().expect("ip");
         let log = vec![
@@ -191,5 +240,10 @@ mod tests {
         assert!((c.max_node - 0.4).abs() < 1e-9);
         assert!((c.controller - 0.2).abs() < 1e-9);
         assert_eq!(c.speaker_verbs.get("watch"), Some(&1));
+        let ctl = verbs_of(&log, t0, t0 + Duration::from_secs(5), "ctl");
+        assert_eq!(ctl.get("update leases"), Some(&1));
+        assert_eq!(totals(&ctl), (1, 1));
+        let all = verbs_of(&log, t0, t0 + Duration::from_secs(20), "sa");
+        assert_eq!(totals(&all), (4, 1));
     }
 }

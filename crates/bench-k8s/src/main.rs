@@ -6,6 +6,8 @@
 //! A benchmark, not a test: it prints numbers and asserts nothing about them.
 
 mod audit;
+mod controller;
+mod ingress;
 mod lab;
 mod objects;
 mod phase;
@@ -22,12 +24,14 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+use crate::controller::ControllerPlan;
 use crate::lab::{Bench, HOSTS};
 use crate::phase::{PhasePlan, Scenario};
 use crate::scale::ScalePlan;
 use crate::system::{Programs, System};
 
-/// vigil against MetalLB v0.16.2 in Kubernetes: failover, Service-to-ARP, API cost, scale.
+/// vigil against MetalLB v0.16.2 in Kubernetes: failover, Service-to-ARP, API cost, controller
+/// churn and reprocess, scale.
 #[derive(Debug, Parser)]
 #[command(name = "vigil-bench-k8s")]
 struct Args {
@@ -53,6 +57,17 @@ struct Args {
     /// The idle window (API requests, CPU).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     idle: Duration,
+    /// Churn trials of the controller phase (vigil and metallb only; each a Service created,
+    /// timed to its ingress, and deleted); 0 for none.
+    #[arg(long, default_value_t = 20)]
+    churn_trials: usize,
+    /// Waiting Services of the controller phase's reprocess pass (vigil and metallb only);
+    /// 0 for none.
+    #[arg(long, default_value_t = 1000)]
+    reprocess: usize,
+    /// Bound on the reprocess pass's wait for every ingress.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    reprocess_limit: Duration,
     /// Service counts of the scale runs (vigil and metallb only); 0 for none.
     #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
     scale: Vec<usize>,
@@ -156,7 +171,12 @@ fn run(args: &Args) -> Result<(), String> {
     };
     let mut loads = vec![format!("{} start: {}", now(), load())];
     let mut phases = Vec::new();
-    for &system in &systems {
+    // With no failover trial, no creation trial and no idle window, the phase has nothing to
+    // measure: skip it (and its speakers' start-up) altogether.
+    let phase_has_work = (plan.trials > 0 && !plan.scenarios.is_empty())
+        || plan.create_trials > 0
+        || !plan.idle.is_zero();
+    for &system in systems.iter().filter(|_| phase_has_work) {
         eprintln!(
             "vigil-bench-k8s: {} {}, load {}",
             now(),
@@ -165,6 +185,30 @@ fn run(args: &Args) -> Result<(), String> {
         );
         phases.push(phase::run(&bench, &programs, system, &plan));
         loads.push(format!("{} after {}: {}", now(), system.name(), load()));
+    }
+    let controller_plan = ControllerPlan {
+        churn_trials: args.churn_trials,
+        reprocess: args.reprocess,
+        limit: args.reprocess_limit,
+    };
+    let mut controllers = Vec::new();
+    for &system in systems
+        .iter()
+        .filter(|s| controller_plan.any() && matches!(s, System::Vigil | System::MetalLbDefault))
+    {
+        eprintln!(
+            "vigil-bench-k8s: {} controller {}, load {}",
+            now(),
+            system.name(),
+            load()
+        );
+        controllers.push(controller::run(&bench, &programs, system, controller_plan));
+        loads.push(format!(
+            "{} after controller {}: {}",
+            now(),
+            system.name(),
+            load()
+        ));
     }
     let mut scales = Vec::new();
     let counts: Vec<usize> = args.scale.iter().copied().filter(|n| *n > 0).collect();
@@ -204,7 +248,14 @@ fn run(args: &Args) -> Result<(), String> {
     let nodes = bench.node_ips();
     println!(
         "{}",
-        report::markdown(&phases, &scales, &requests, &nodes, args.nodes)
+        report::markdown(
+            &phases,
+            &controllers,
+            &scales,
+            &requests,
+            &nodes,
+            args.nodes
+        )
     );
     println!(
         "Run: {:.1} min; audit log: {} requests ({bad} unreadable lines); load average (1, 5, 15 min):",
@@ -215,7 +266,7 @@ fn run(args: &Args) -> Result<(), String> {
         println!("- {l}");
     }
     if let Some(path) = &args.results {
-        let mut value = report::json(&phases, &scales, &requests, &nodes);
+        let mut value = report::json(&phases, &controllers, &scales, &requests, &nodes);
         value["load"] = serde_json::json!(loads);
         std::fs::write(
             path,

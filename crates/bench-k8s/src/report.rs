@@ -1,5 +1,6 @@
 //! The run's figures as markdown tables (stdout) and JSON (`--results`).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::audit::{self, Cost, Request};
+use crate::controller::ControllerResult;
 use crate::phase::{PhaseResult, Scenario, Usage, Window};
 use crate::scale::ScaleResult;
 use crate::stats::{ms, ratio, spread};
@@ -38,15 +40,8 @@ fn outages(result: &PhaseResult, scenario: Scenario) -> Option<Vec<Duration>> {
         .map(|(_, trials)| trials.iter().map(|t| t.outage).collect())
 }
 
-/// The markdown report.
-pub(crate) fn markdown(
-    phases: &[PhaseResult],
-    scales: &[ScaleResult],
-    requests: &[Request],
-    nodes: &[IpAddr],
-    total_nodes: usize,
-) -> String {
-    let mut out = String::new();
+/// The tables of the first phase: failover, Service to ARP, API requests, speaker cost.
+fn phase_tables(out: &mut String, phases: &[PhaseResult], requests: &[Request], nodes: &[IpAddr]) {
     let vigil = phases.iter().find(|p| p.system == System::Vigil);
     let _ = writeln!(
         out,
@@ -142,6 +137,22 @@ pub(crate) fn markdown(
             );
         }
     }
+}
+
+/// The markdown report.
+pub(crate) fn markdown(
+    phases: &[PhaseResult],
+    controllers: &[ControllerResult],
+    scales: &[ScaleResult],
+    requests: &[Request],
+    nodes: &[IpAddr],
+    total_nodes: usize,
+) -> String {
+    let mut out = String::new();
+    if !phases.is_empty() {
+        phase_tables(&mut out, phases, requests, nodes);
+    }
+    controller_tables(&mut out, controllers, requests);
     if !scales.is_empty() {
         let _ = writeln!(
             out,
@@ -191,6 +202,11 @@ pub(crate) fn markdown(
                 .iter()
                 .map(move |n| format!("{}: {n}", p.system.name()))
         })
+        .chain(controllers.iter().flat_map(|c| {
+            c.notes
+                .iter()
+                .map(move |n| format!("controller {}: {n}", c.system.name()))
+        }))
         .chain(scales.iter().flat_map(|s| {
             s.notes
                 .iter()
@@ -204,6 +220,173 @@ pub(crate) fn markdown(
         }
     }
     out
+}
+
+/// The controller's requests in `w`, by verb.
+fn controller_verbs(requests: &[Request], system: System, w: &Window) -> BTreeMap<String, u64> {
+    audit::verbs_of(requests, w.from, w.to, system.controller_user())
+}
+
+/// "get 3, update 2".
+fn verbs_line(verbs: &BTreeMap<String, u64>) -> String {
+    if verbs.is_empty() {
+        return "none".to_string();
+    }
+    verbs
+        .iter()
+        .map(|(v, n)| format!("{v} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One row of a vigil-against-MetalLB table: both figures and their ratio.
+fn ratio_row(
+    out: &mut String,
+    label: &str,
+    vigil: Option<f64>,
+    metallb: Option<f64>,
+    digits: usize,
+) {
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
+    let ratio = match (vigil, metallb) {
+        (Some(v), Some(m)) if m > 0.0 => format!("{:.2}x", v / m),
+        _ => "-".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "| {label} | {} | {} | {ratio} |",
+        cell(vigil),
+        cell(metallb)
+    );
+}
+
+/// The controller phase's tables: vigil and MetalLB side by side.
+fn controller_tables(out: &mut String, controllers: &[ControllerResult], requests: &[Request]) {
+    let find = |s: System| controllers.iter().find(|c| c.system == s);
+    let (vigil, metallb) = (find(System::Vigil), find(System::MetalLbDefault));
+    let pair =
+        |f: &dyn Fn(&ControllerResult) -> Option<f64>| (vigil.and_then(f), metallb.and_then(f));
+    let header = "| figure | vigil | MetalLB | vigil / MetalLB |\n|---|---:|---:|---:|";
+    let churns: Vec<_> = controllers
+        .iter()
+        .filter_map(|c| c.churn.as_ref())
+        .collect();
+    if let Some(first) = churns.first() {
+        let _ = writeln!(
+            out,
+            "\n### Controller churn: Service created to its ingress, controller alone ({} trials; a watch sees the ingress)\n\n{header}",
+            first.changes / 2
+        );
+        let spread_of = |c: &ControllerResult| c.churn.as_ref().and_then(|x| spread(&x.times));
+        let msf = |d: Duration| d.as_secs_f64() * 1000.0;
+        let (v, m) = pair(&|c| spread_of(c).map(|s| msf(s.p50)));
+        ratio_row(out, "create to ingress p50 (ms)", v, m, 1);
+        let (v, m) = pair(&|c| spread_of(c).map(|s| msf(s.p90)));
+        ratio_row(out, "create to ingress p90 (ms)", v, m, 1);
+        let (v, m) = pair(&|c| spread_of(c).map(|s| msf(s.max)));
+        ratio_row(out, "create to ingress max (ms)", v, m, 1);
+        let (v, m) = pair(&|c| c.churn.as_ref().map(|x| x.missed as f64));
+        ratio_row(out, "trials without ingress", v, m, 0);
+        let per_change = |c: &ControllerResult, writes: bool| {
+            c.churn.as_ref().map(|x| {
+                let (all, w) = audit::totals(&controller_verbs(requests, c.system, &x.window));
+                (if writes { w } else { all }) as f64 / x.changes.max(1) as f64
+            })
+        };
+        let (v, m) = pair(&|c| per_change(c, false));
+        ratio_row(out, "API requests per change (reads and writes)", v, m, 2);
+        let (v, m) = pair(&|c| per_change(c, true));
+        ratio_row(out, "API writes per change", v, m, 2);
+        let (v, m) = pair(&|c| {
+            c.churn
+                .as_ref()
+                .and_then(|x| x.cpu.map(|d| msf(d) / x.changes.max(1) as f64))
+        });
+        ratio_row(out, "controller CPU per change (ms)", v, m, 1);
+    }
+    let passes: Vec<_> = controllers
+        .iter()
+        .filter_map(|c| c.reprocess.as_ref())
+        .collect();
+    if let Some(first) = passes.first() {
+        let _ = writeln!(
+            out,
+            "\n### Controller reprocess: {} waiting Services, their pool created to every ingress (controller alone)\n\n{header}",
+            first.services
+        );
+        let secs = |d: Duration| d.as_secs_f64();
+        let (v, m) = pair(&|c| c.reprocess.as_ref().and_then(|x| x.all.map(secs)));
+        ratio_row(out, "pool created to every ingress (s)", v, m, 2);
+        let (v, m) = pair(&|c| {
+            c.reprocess
+                .as_ref()
+                .and_then(|x| x.first.map(|d| d.as_secs_f64() * 1000.0))
+        });
+        ratio_row(out, "pool created to the first ingress (ms)", v, m, 1);
+        let (v, m) = pair(&|c| c.reprocess.as_ref().map(|x| x.admitted as f64));
+        ratio_row(out, "Services with an ingress at the end", v, m, 0);
+        let (v, m) = pair(&|c| c.reprocess.as_ref().and_then(|x| x.cpu.map(secs)));
+        ratio_row(out, "controller CPU during it (s)", v, m, 2);
+        let totals = |c: &ControllerResult| {
+            c.reprocess
+                .as_ref()
+                .map(|x| audit::totals(&controller_verbs(requests, c.system, &x.window)))
+        };
+        let (v, m) = pair(&|c| totals(c).map(|t| t.0 as f64));
+        ratio_row(out, "API requests during it (reads and writes)", v, m, 0);
+        let (v, m) = pair(&|c| totals(c).map(|t| t.1 as f64));
+        ratio_row(out, "API writes during it", v, m, 0);
+        let (v, m) = pair(&|c| {
+            c.reprocess
+                .as_ref()
+                .zip(totals(c))
+                .map(|(x, t)| t.0 as f64 / x.services.max(1) as f64)
+        });
+        ratio_row(out, "API requests per Service", v, m, 2);
+        let quiet = |c: &ControllerResult| {
+            c.reprocess
+                .as_ref()
+                .map(|x| audit::totals(&controller_verbs(requests, c.system, &x.until_quiet)))
+        };
+        let (v, m) = pair(&|c| quiet(c).map(|t| t.0 as f64));
+        ratio_row(
+            out,
+            "API requests from the pool until quiet (reads and writes)",
+            v,
+            m,
+            0,
+        );
+        let (v, m) = pair(&|c| quiet(c).map(|t| t.1 as f64));
+        ratio_row(out, "API writes from the pool until quiet", v, m, 0);
+        let (v, m) = pair(&|c| c.reprocess.as_ref().map(|x| secs(x.settled)));
+        ratio_row(out, "before the pool: created and quiet after (s)", v, m, 1);
+        let (v, m) = pair(&|c| c.reprocess.as_ref().map(|x| x.premature as f64));
+        ratio_row(
+            out,
+            "ingress before the pool existed (should be 0)",
+            v,
+            m,
+            0,
+        );
+    }
+    if !churns.is_empty() || !passes.is_empty() {
+        let _ = writeln!(out, "\nThe controller's requests by verb:");
+        for c in controllers {
+            if let Some(x) = &c.churn {
+                let verbs = controller_verbs(requests, c.system, &x.window);
+                let _ = writeln!(out, "- {} churn: {}", c.system.name(), verbs_line(&verbs));
+            }
+            if let Some(x) = &c.reprocess {
+                let verbs = controller_verbs(requests, c.system, &x.window);
+                let _ = writeln!(
+                    out,
+                    "- {} reprocess: {}",
+                    c.system.name(),
+                    verbs_line(&verbs)
+                );
+            }
+        }
+    }
 }
 
 fn ms_list(v: &[Duration]) -> Value {
@@ -234,6 +417,7 @@ fn cost_json(c: &Cost) -> Value {
 /// Every sample, as JSON.
 pub(crate) fn json(
     phases: &[PhaseResult],
+    controllers: &[ControllerResult],
     scales: &[ScaleResult],
     requests: &[Request],
     nodes: &[IpAddr],
@@ -280,5 +464,31 @@ pub(crate) fn json(
             })
         })
         .collect();
-    json!({ "phases": phases, "scale": scales })
+    let controllers: Vec<Value> = controllers
+        .iter()
+        .map(|c| {
+            json!({
+                "system": c.system.name(),
+                "churn": c.churn.as_ref().map(|x| json!({
+                    "seconds": x.window.length().as_secs_f64(), "changes": x.changes,
+                    "ingress_ms": ms_list(&x.times), "missed": x.missed,
+                    "cpu_seconds": x.cpu.map(|d| d.as_secs_f64()),
+                    "verbs": controller_verbs(requests, c.system, &x.window),
+                })),
+                "reprocess": c.reprocess.as_ref().map(|x| json!({
+                    "services": x.services, "settled_seconds": x.settled.as_secs_f64(),
+                    "premature": x.premature,
+                    "first_seconds": x.first.map(|d| d.as_secs_f64()),
+                    "all_seconds": x.all.map(|d| d.as_secs_f64()),
+                    "admitted": x.admitted,
+                    "cpu_seconds": x.cpu.map(|d| d.as_secs_f64()),
+                    "verbs": controller_verbs(requests, c.system, &x.window),
+                    "quiet_seconds": x.until_quiet.length().as_secs_f64(),
+                    "verbs_until_quiet": controller_verbs(requests, c.system, &x.until_quiet),
+                })),
+                "notes": c.notes,
+            })
+        })
+        .collect();
+    json!({ "phases": phases, "controller": controllers, "scale": scales })
 }
