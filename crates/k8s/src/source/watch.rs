@@ -179,7 +179,14 @@ impl Watch {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         let (reader, writer) = reflector::store();
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        // managedFields are never read here and are most of a small object's size: the
+        // stores keep the objects without them.
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, config)
+                .default_backoff()
+                .modify(|object| object.meta_mut().managed_fields = None),
+        );
         let bell = Arc::clone(&self.bell);
         let counters = self.counters.clone();
         tokio::spawn(async move {
