@@ -72,6 +72,11 @@ pub(crate) struct Churn {
     pub(crate) changes: usize,
     /// Create call to ingress, per answered trial.
     pub(crate) times: Vec<Duration>,
+    /// Create call to the watch's first event of the Service, per answered trial: what the
+    /// API server and the watch take with no controller involved.
+    pub(crate) floor: Vec<Duration>,
+    /// The watch's first event to the ingress, per answered trial: the controller's share.
+    pub(crate) share: Vec<Duration>,
     /// Trials with no ingress within [`CREATE_LIMIT`].
     pub(crate) missed: usize,
     /// The controller's CPU time over the window.
@@ -304,13 +309,21 @@ fn churn(
     let cpu_before = cpu_of(controller);
     let from = SystemTime::now();
     let mut times = Vec::new();
+    let mut floor = Vec::new();
+    let mut share = Vec::new();
     let mut missed = 0;
     for k in 0..trials {
         let name = format!("churn-{k}");
         let created = Instant::now();
         create(bench, &name, None)?;
         match watch.wait_for(&name, CREATE_LIMIT) {
-            Some(at) => times.push(at.saturating_duration_since(created)),
+            Some(at) => {
+                times.push(at.saturating_duration_since(created));
+                if let Some(first) = watch.first_seen(&name) {
+                    floor.push(first.saturating_duration_since(created));
+                    share.push(at.saturating_duration_since(first));
+                }
+            }
             None => missed += 1,
         }
         delete(bench, &name)?;
@@ -331,6 +344,8 @@ fn churn(
         window: Window { from, to },
         changes: trials * 2,
         times,
+        floor,
+        share,
         missed,
         cpu,
     })

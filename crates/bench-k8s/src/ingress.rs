@@ -28,6 +28,9 @@ const LOOK_MANY_EVERY: Duration = Duration::from_millis(100);
 /// What the watch has seen so far.
 #[derive(Debug, Default)]
 struct Seen {
+    /// Service name to the moment of its first event (the API server and the watch alone,
+    /// no controller involved: the floor under every ingress time).
+    first: HashMap<String, Instant>,
     /// Service name to the moment it first showed an ingress address.
     ingress: HashMap<String, Instant>,
     /// Services that exist now (added, not yet deleted).
@@ -70,6 +73,7 @@ impl IngressWatch {
                         if has_ingress(&svc) {
                             seen.ingress.entry(name.clone()).or_insert(now);
                         }
+                        seen.first.entry(name.clone()).or_insert(now);
                         seen.present.insert(name);
                     }
                     Ok(Event::Delete(svc)) => {
@@ -77,6 +81,7 @@ impl IngressWatch {
                         seen.present.remove(&name);
                         // A later Service of the same name is timed afresh.
                         seen.ingress.remove(&name);
+                        seen.first.remove(&name);
                     }
                     Ok(Event::Init) => {}
                     Ok(Event::InitDone) => {
@@ -109,6 +114,11 @@ impl IngressWatch {
             }
             std::thread::sleep(LOOK_EVERY);
         }
+    }
+
+    /// When the watch first saw `name` (while it exists).
+    pub(crate) fn first_seen(&self, name: &str) -> Option<Instant> {
+        self.with(|s| s.first.get(name).copied())
     }
 
     /// Waits up to `limit` until none of `names` exists any more; whether that happened.

@@ -285,6 +285,29 @@ fn controller_tables(out: &mut String, controllers: &[ControllerResult], request
         ratio_row(out, "create to ingress p90 (ms)", v, m, 1);
         let (v, m) = pair(&|c| spread_of(c).map(|s| msf(s.max)));
         ratio_row(out, "create to ingress max (ms)", v, m, 1);
+        let p50_of =
+            |c: &ControllerResult, pick: &dyn Fn(&crate::controller::Churn) -> &[Duration]| {
+                c.churn
+                    .as_ref()
+                    .and_then(|x| spread(pick(x)))
+                    .map(|s| msf(s.p50))
+            };
+        let (v, m) = pair(&|c| p50_of(c, &|x| &x.floor));
+        ratio_row(
+            out,
+            "create to the watch's first event p50 (ms; API server and watch alone)",
+            v,
+            m,
+            1,
+        );
+        let (v, m) = pair(&|c| p50_of(c, &|x| &x.share));
+        ratio_row(
+            out,
+            "first event to ingress p50 (ms; the controller's share)",
+            v,
+            m,
+            1,
+        );
         let (v, m) = pair(&|c| c.churn.as_ref().map(|x| x.missed as f64));
         ratio_row(out, "trials without ingress", v, m, 0);
         let per_change = |c: &ControllerResult, writes: bool| {
@@ -472,6 +495,7 @@ pub(crate) fn json(
                 "churn": c.churn.as_ref().map(|x| json!({
                     "seconds": x.window.length().as_secs_f64(), "changes": x.changes,
                     "ingress_ms": ms_list(&x.times), "missed": x.missed,
+                    "first_event_ms": ms_list(&x.floor), "controller_share_ms": ms_list(&x.share),
                     "cpu_seconds": x.cpu.map(|d| d.as_secs_f64()),
                     "verbs": controller_verbs(requests, c.system, &x.window),
                 })),
