@@ -29,6 +29,9 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the announcer's reports are read while running, and while handing over on stop.
 const ANNOUNCER_POLL: Duration = Duration::from_secs(1);
 const ANNOUNCER_POLL_STOPPING: Duration = Duration::from_millis(5);
+/// The shortest time between two rebuilds of the status (`/status`, `/metrics`): a rebuild
+/// is O(services), and a burst of Kubernetes changes is many small turns.
+const PUBLISH_SPACING: Duration = Duration::from_millis(200);
 
 /// A local health check flipped (standalone mode runs the checks).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,6 +224,8 @@ where
         seeds: seeds_tx,
         sink,
         leave: None,
+        published: Instant::now(),
+        publish_due: None,
     };
     runner.publish(&core);
 
@@ -243,7 +248,15 @@ where
         // A turn that changed nothing (an announcer poll with no report) does not rebuild
         // the status: that is O(services), and the poll runs every second.
         let mut quiet = false;
+        let publish_at = runner.publish_due;
+        let publish_timer = async {
+            match publish_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = publish_timer => quiet = true,
             event = events.recv(), if gossip_open => match event {
                 Some(event) => runner.on_gossip(&mut core, event).await,
                 None => {
@@ -317,6 +330,10 @@ struct Runner<S> {
     sink: S,
     /// The graceful leave, running while the handovers do.
     leave: Option<JoinHandle<()>>,
+    /// When the status was last rebuilt, and when the next rebuild is due (changes came
+    /// within [`PUBLISH_SPACING`] of the last one).
+    published: Instant,
+    publish_due: Option<Instant>,
 }
 
 impl<S: StatusSink> Runner<S> {
@@ -485,8 +502,10 @@ impl<S: StatusSink> Runner<S> {
             }
             self.sink.notice(&action);
         }
-        if acted || !quiet {
-            self.publish(core);
+        if acted || !quiet || stopped {
+            self.publish_soon(core, stopped);
+        } else if self.publish_due.is_some_and(|at| Instant::now() >= at) {
+            self.publish_soon(core, true);
         }
         stopped
     }
@@ -511,6 +530,19 @@ impl<S: StatusSink> Runner<S> {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Rebuilds the status now if the last rebuild is [`PUBLISH_SPACING`] old (or `now`),
+    /// otherwise once it is.
+    fn publish_soon(&mut self, core: &SpeakerCore, now: bool) {
+        let at = self.published + PUBLISH_SPACING;
+        if now || Instant::now() >= at {
+            self.publish(core);
+            self.published = Instant::now();
+            self.publish_due = None;
+        } else {
+            self.publish_due = Some(at);
+        }
     }
 
     /// The status and counters for `/status` and `/metrics`.
