@@ -32,7 +32,6 @@ pub mod driver;
 pub mod events;
 pub mod fence;
 pub mod leader;
-pub mod pools;
 pub mod rotation;
 pub mod secret;
 pub mod service;
@@ -40,9 +39,3 @@ pub mod service;
 pub use args::{Args, ArgsError, Settings};
 pub use driver::FIELD_MANAGER;
 pub use leader::{KeyRotation, RunError, run, run_with_rotation};
-
-/// The name the allocation's module had before it became [`core`] and [`driver`]; kept for
-/// the field manager's old path.
-pub mod engine {
-    pub use crate::driver::FIELD_MANAGER;
-}

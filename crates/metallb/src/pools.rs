@@ -1,11 +1,10 @@
 //! IPAddressPools as the controller's allocator takes them (`vigil_lb::pool`), read by the same
 //! code as the speaker's configuration ([`crate::config::read_pools`]), so that a pool one of
-//! them refuses the other refuses too, with MetalLB's message; and the pool status the
-//! allocator's counters become.
+//! them refuses the other refuses too, with MetalLB's message.
 
 use crate::config::{self, ConfigError, PoolProblem};
-use crate::crd::{IPAddressPool, IPAddressPoolStatus};
-use vigil_lb::pool::{PoolCounters, PoolSpec, Pools, ServiceAllocation};
+use crate::crd::IPAddressPool;
+use vigil_lb::pool::{PoolSpec, Pools, ServiceAllocation};
 
 /// Every pool of the namespace, checked as MetalLB checks them, as one allocator
 /// configuration.
@@ -33,18 +32,6 @@ pub fn pools<'a>(
         pool: String::new(),
         problem: Box::new(PoolProblem::Allocator(e.to_string())),
     })
-}
-
-/// The status MetalLB's controller writes for counters `c` (values above `i64::MAX` are
-/// clamped, as the CRD's fields are signed).
-pub fn status(c: PoolCounters) -> IPAddressPoolStatus {
-    let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
-    IPAddressPoolStatus {
-        assigned_ipv4: n(c.assigned_ipv4),
-        assigned_ipv6: n(c.assigned_ipv6),
-        available_ipv4: n(c.available_ipv4),
-        available_ipv6: n(c.available_ipv6),
-    }
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 //! resolves them when it reads the configuration). A status write, or a namespace label no
 //! selector looks at, is no change.
 
-use crate::pools::{self, PoolError};
 use std::collections::{BTreeMap, BTreeSet};
 use vigil_lb::pool::{Labels, Pools};
+use vigil_metallb::ConfigError;
 use vigil_metallb::crd::IPAddressPool;
+use vigil_metallb::pools;
 
 /// The configuration the allocator works with, as compared between changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +23,7 @@ impl ConfigView {
     pub(crate) fn read<'a>(
         objects: impl IntoIterator<Item = &'a IPAddressPool>,
         namespaces: &BTreeMap<String, Labels>,
-    ) -> Result<Self, PoolError> {
+    ) -> Result<Self, ConfigError> {
         let mut sorted: Vec<&IPAddressPool> = objects.into_iter().collect();
         sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let pools = pools::pools(sorted)?;

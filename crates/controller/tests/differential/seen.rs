@@ -54,8 +54,7 @@ pub(crate) async fn read(client: &Client) -> Seen {
             // e.g. ClusterIPNotAllocated from its repair loop).
             let from_controller = e.source.as_ref().and_then(|s| s.component.as_deref())
                 == Some("metallb-controller")
-                || e.reporting_component.as_deref()
-                    == Some(vigil_controller::engine::FIELD_MANAGER);
+                || e.reporting_component.as_deref() == Some(vigil_controller::FIELD_MANAGER);
             if obj.kind.as_deref() != Some("Service") || !from_controller {
                 continue;
             }
