@@ -470,9 +470,11 @@ fn push_pull_with_more_than_50_members(version: &str) {
     for i in 0..25 {
         nodes.push(lab.vigil(&format!("v{i:02}"), &[seed], &[]));
     }
+    // Fifty processes starting on two shared cores (CI runs other labs beside this one) can
+    // take longer than one WAIT to converge; the bound is generous because it is only a bound.
     for n in nodes.iter_mut().step_by(7) {
         let who = n.name.clone();
-        wait_until(&format!("{who} sees 50 alive"), WAIT, || {
+        wait_until(&format!("{who} sees 50 alive"), 3 * WAIT, || {
             n.alive().len() == 50
         });
     }
