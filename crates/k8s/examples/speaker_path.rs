@@ -18,9 +18,7 @@ use std::time::{Duration, Instant};
 use vigil_k8s::source::KeyedBench;
 use vigil_k8s::translate::Options;
 use vigil_speaker::core::{Member, MemberEventKind, MemberState, SpeakerCore};
-use vigil_speaker::model::{
-    DesiredUpdate, GossipSettings, InterfaceSelection, ServiceChanges, StaticSettings,
-};
+use vigil_speaker::model::{DesiredUpdate, ServiceChanges, StaticSettings};
 
 const NODES: usize = 100;
 const NS: &str = "bench";
@@ -69,23 +67,7 @@ fn slice(i: usize, ready: bool) -> EndpointSlice {
 }
 
 fn settings(node: &str) -> StaticSettings {
-    StaticSettings {
-        node_name: node.into(),
-        gossip: GossipSettings {
-            bind: "198.18.0.1:7946".parse().unwrap(),
-            advertise: None,
-            profile: vigil_gossip::Profile::Fast,
-            label: String::new(),
-            rejoin_interval: Duration::from_secs(5),
-            tuning: None,
-        },
-        interfaces: InterfaceSelection::default(),
-        local_address: None,
-        http_listen: None,
-        probe_listen: None,
-        hold_down: None,
-        refresh: None,
-    }
+    StaticSettings::new(node, "198.18.0.1:7946".parse().unwrap())
 }
 
 fn members(dead: Option<usize>) -> Vec<Member> {

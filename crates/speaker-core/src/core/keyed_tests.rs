@@ -3,30 +3,13 @@
 //! the whole snapshot does.
 
 use super::*;
-use crate::model::{GossipSettings, InterfaceSelection, ServiceChanges, ServiceSpec, SharedVips};
+use crate::model::{ServiceChanges, ServiceSpec, SharedVips};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 const NODES: [&str; 5] = ["node-a", "node-b", "node-c", "node-d", "node-e"];
 
 fn settings(node: &str) -> StaticSettings {
-    StaticSettings {
-        node_name: node.into(),
-        gossip: GossipSettings {
-            bind: "198.18.0.1:7946".parse().unwrap(),
-            advertise: None,
-            profile: vigil_gossip::Profile::Fast,
-            label: String::new(),
-            rejoin_interval: Duration::from_secs(5),
-            tuning: None,
-        },
-        interfaces: InterfaceSelection::default(),
-        local_address: None,
-        http_listen: None,
-        probe_listen: None,
-        hold_down: None,
-        refresh: None,
-    }
+    StaticSettings::new(node, "198.18.0.1:7946".parse().unwrap())
 }
 
 /// splitmix64: a fixed sequence, no dependency.

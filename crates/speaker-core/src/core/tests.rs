@@ -1,7 +1,7 @@
 //! The core driven with plain values: no sockets, no root, no clock but a made-up `now`.
 
 use super::*;
-use crate::model::{GossipSettings, InterfaceSelection, LocalAddressSettings, ServiceSpec};
+use crate::model::{LocalAddressSettings, ServiceSpec};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -13,24 +13,12 @@ fn ip(s: &str) -> IpAddr {
 
 fn settings(node: &str, hold_down: Option<Duration>, local_address: bool) -> StaticSettings {
     StaticSettings {
-        node_name: node.into(),
-        gossip: GossipSettings {
-            bind: "198.18.0.1:7946".parse().unwrap(),
-            advertise: None,
-            profile: vigil_gossip::Profile::Fast,
-            label: String::new(),
-            rejoin_interval: Duration::from_secs(5),
-            tuning: None,
-        },
-        interfaces: InterfaceSelection::default(),
         local_address: local_address.then(|| LocalAddressSettings {
             device: "lo".into(),
             arp_sysctls: Default::default(),
         }),
-        http_listen: None,
-        probe_listen: None,
         hold_down,
-        refresh: None,
+        ..StaticSettings::new(node, "198.18.0.1:7946".parse().unwrap())
     }
 }
 
