@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs vigil's fuzz targets (the memberlist wire codec and engine, MetalLB's model),
-# one after the other.
+# Builds and runs vigil's fuzz targets (the memberlist wire codec and engine, MetalLB's model,
+# the L2 wire types and announcer), one after the other.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
 #
@@ -22,7 +22,7 @@ fi
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-    targets=(wire_decode wire_roundtrip membership_ops metallb_objects)
+    targets=(wire_decode wire_roundtrip membership_ops metallb_objects l2_wire l2_announcer)
 fi
 toolchain="${FUZZ_TOOLCHAIN:-nightly}"
 
