@@ -15,12 +15,17 @@ use vigil_kubelab::{
 };
 use vigil_l2::wire::ethernet::Address as Mac;
 
+use futures::StreamExt;
+
 use crate::audit;
 use crate::probe::Client;
 
-/// Real speaker hosts: what two shared cores bear next to the API server and seven other
-/// engineers' builds (the remaining Nodes of a scale run are objects only).
+/// Real speaker hosts of the failover, controller and scale phases: what two shared cores bear
+/// next to the API server and seven other engineers' builds with 5,000 Services (the remaining
+/// Nodes of a scale run are objects only). The fleet phase adds hosts up to [`MAX_HOSTS`].
 pub(crate) const HOSTS: usize = 5;
+/// The most hosts the lab plugs (`198.18.0.11`..`198.18.0.98`, below the client's address).
+pub(crate) const MAX_HOSTS: usize = 88;
 /// The client's address.
 pub(crate) const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
 /// Namespace of the measured Services.
@@ -106,8 +111,11 @@ fn plug(lab: &mut KubeLab, host: &str, ip: Ipv4Addr) {
 }
 
 impl Bench {
-    /// Builds the lab in `dir`; an error when not root or vigil-testenv is missing.
-    pub(crate) fn setup(dir: &Path) -> Result<Self, String> {
+    /// Builds the lab in `dir` with `hosts` speaker hosts plugged (at least [`HOSTS`], at most
+    /// [`MAX_HOSTS`]), of which the first [`HOSTS`] get their Node and speaker Pod now (the
+    /// others in [`Self::register_fleet`]); an error when not root or vigil-testenv is missing.
+    pub(crate) fn setup(dir: &Path, hosts: usize) -> Result<Self, String> {
+        let plugged = hosts.clamp(HOSTS, MAX_HOSTS);
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let policy = dir.join("audit-policy.yaml");
         std::fs::write(&policy, audit::POLICY).map_err(|e| e.to_string())?;
@@ -136,7 +144,7 @@ impl Bench {
             "skipped: needs root and vigil-testenv (VIGIL_GO_BIN_DIR or conformance/build.sh)",
         )?;
         let mut hosts = Vec::new();
-        for i in 0..HOSTS {
+        for i in 0..plugged {
             let name = format!("h{}", i + 1);
             plug(&mut lab, &name, host_ip(i));
             let (_, mac) = vigil_netlab::link(&lab.bridge().ns(&name), "eth0")?;
@@ -176,7 +184,7 @@ impl Bench {
             .block_on(async {
                 metallb::install_metallb(&kube, METALLB_NAMESPACE, &key).await?;
                 metallb::install_metallb_rbac(&kube).await?;
-                metallb::register_speakers(&kube, &speakers).await?;
+                metallb::register_speakers(&kube, &speakers[..HOSTS]).await?;
                 create_pod(&kube, &ControllerConfig::default().pod()).await?;
                 apply_yaml(&kube, "pool and L2Advertisement", POOL_AND_AD).await?;
                 ensure_namespace(&kube, SERVICE_NS).await?;
@@ -197,14 +205,116 @@ impl Bench {
         })
     }
 
-    /// The speaker hosts' addresses.
+    /// The addresses of the first [`HOSTS`] speaker hosts (the phases' speakers).
     pub(crate) fn node_ips(&self) -> Vec<IpAddr> {
-        self.hosts.iter().map(|h| IpAddr::V4(h.ip)).collect()
+        self.node_ips_of(HOSTS)
     }
 
-    /// The node names.
+    /// The addresses of the first `n` speaker hosts.
+    pub(crate) fn node_ips_of(&self, n: usize) -> Vec<IpAddr> {
+        self.hosts
+            .iter()
+            .take(n)
+            .map(|h| IpAddr::V4(h.ip))
+            .collect()
+    }
+
+    /// The node names of the first [`HOSTS`] hosts (every Service's endpoints are there).
     pub(crate) fn nodes(&self) -> Vec<&str> {
-        self.hosts.iter().map(|h| h.node.as_str()).collect()
+        self.nodes_of(HOSTS)
+    }
+
+    /// The node names of the first `n` hosts.
+    pub(crate) fn nodes_of(&self, n: usize) -> Vec<&str> {
+        self.hosts.iter().take(n).map(|h| h.node.as_str()).collect()
+    }
+
+    /// Gives hosts [`HOSTS`]..`n` their Node and speaker Pod (a Node object of the same name
+    /// that a scale run left, with an address of no host, is replaced first).
+    pub(crate) fn register_fleet(&self, n: usize) -> Result<(), String> {
+        use k8s_openapi::api::core::v1::Node;
+        use kube::api::{Api, DeleteParams};
+        let n = n.min(self.hosts.len());
+        let nodes: Api<Node> = Api::all(self.kube.clone());
+        self.lab
+            .cp()
+            .block_on(async {
+                for config in &self.speakers[HOSTS..n] {
+                    match nodes.delete(&config.node, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                        Err(e) => return Err(vigil_kubelab::Error::from(e)),
+                    }
+                    while nodes.get_opt(&config.node).await?.is_some() {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                }
+                metallb::register_speakers(&self.kube, &self.speakers[HOSTS..n]).await
+            })
+            .map_err(|e| format!("fleet Nodes and Pods: {e}"))
+    }
+
+    /// Patches the status of every Node as a kubelet's heartbeat does: each condition of the
+    /// Node keeps its status, only `lastHeartbeatTime` moves (a strategic merge keyed by
+    /// type). Returns how many Nodes were patched.
+    pub(crate) fn heartbeat_nodes(&self) -> Result<usize, String> {
+        use k8s_openapi::api::core::v1::Node;
+        use kube::api::{Api, ListParams, Patch, PatchParams};
+        let nodes: Api<Node> = Api::all(self.kube.clone());
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        self.lab
+            .cp()
+            .block_on(async {
+                let list = nodes.list(&ListParams::default()).await?;
+                let patches: Vec<(String, serde_json::Value)> = list
+                    .items
+                    .iter()
+                    .filter_map(|node| {
+                        let name = node.metadata.name.clone()?;
+                        let conditions: Vec<serde_json::Value> = node
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .map(|cs| {
+                                cs.iter()
+                                    .map(|c| {
+                                        serde_json::json!({
+                                            "type": c.type_, "status": c.status,
+                                            "lastHeartbeatTime": now,
+                                        })
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        Some((
+                            name,
+                            serde_json::json!({ "status": { "conditions": conditions } }),
+                        ))
+                    })
+                    .collect();
+                let done = futures::stream::iter(patches)
+                    .map(|(name, patch)| {
+                        let nodes = nodes.clone();
+                        async move {
+                            nodes
+                                .patch_status(
+                                    &name,
+                                    &PatchParams::default(),
+                                    &Patch::Strategic(&patch),
+                                )
+                                .await
+                        }
+                    })
+                    .buffer_unordered(16)
+                    .collect::<Vec<_>>()
+                    .await;
+                let patched = done.iter().filter(|r| r.is_ok()).count();
+                if let Some(Err(e)) = done.into_iter().find(Result::is_err) {
+                    return Err(e);
+                }
+                Ok(patched)
+            })
+            .map_err(|e| format!("Node heartbeats: {e}"))
     }
 
     /// Creates Node objects `node-(HOSTS+1)`..`node-total` (no speaker runs there), so the

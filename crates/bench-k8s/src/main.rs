@@ -7,6 +7,7 @@
 
 mod audit;
 mod controller;
+mod fleet;
 mod ingress;
 mod lab;
 mod objects;
@@ -25,9 +26,10 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use crate::controller::ControllerPlan;
-use crate::lab::{Bench, HOSTS};
+use crate::fleet::FleetPlan;
+use crate::lab::{Bench, HOSTS, MAX_HOSTS};
 use crate::phase::{PhasePlan, Scenario};
-use crate::scale::ScalePlan;
+use crate::scale::{NodeChurnPlan, ScalePlan};
 use crate::system::{Programs, System};
 
 /// vigil against MetalLB v0.16.2 in Kubernetes: failover, Service-to-ARP, API cost, controller
@@ -83,6 +85,26 @@ struct Args {
     /// Bound on waiting for every ServiceL2Status of a scale run (and for their removal).
     #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
     sync_limit: Duration,
+    /// The Node churn window of a scale run: every Node's status patched as a kubelet
+    /// heartbeat does, every `--node-churn-every`, the speakers measured over it; 0s for none.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    node_churn: Duration,
+    /// Between two rounds of Node heartbeats.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    node_churn_every: Duration,
+    /// The scale runs (by Service count) that get a Node churn window.
+    #[arg(long, value_delimiter = ',', default_value = "5000")]
+    node_churn_at: Vec<usize>,
+    /// Real speakers of the fleet phase (vigil and metallb only; each on a lab host of its own,
+    /// with its Node and speaker Pod); 0 for none.
+    #[arg(long, default_value_t = 0)]
+    fleet: usize,
+    /// Services of the fleet phase.
+    #[arg(long, default_value_t = 1000)]
+    fleet_services: usize,
+    /// Host-loss trials of the fleet phase.
+    #[arg(long, default_value_t = 10)]
+    fleet_trials: usize,
     /// Also write every sample as JSON here.
     #[arg(long)]
     results: Option<PathBuf>,
@@ -126,6 +148,11 @@ fn run(args: &Args) -> Result<(), String> {
     if args.nodes < HOSTS {
         return Err(format!("--nodes: at least {HOSTS} (the real speakers)"));
     }
+    if args.fleet > MAX_HOSTS {
+        return Err(format!(
+            "--fleet: at most {MAX_HOSTS} (the lab's host addresses)"
+        ));
+    }
     let vigil = match &args.vigil {
         Some(p) => p.clone(),
         None => std::env::current_exe()
@@ -145,7 +172,7 @@ fn run(args: &Args) -> Result<(), String> {
         load(),
         dir.display()
     );
-    let bench = Bench::setup(&dir)?;
+    let bench = Bench::setup(&dir, args.fleet)?;
     let keyring = dir.join("keyring.json");
     let keygen = std::process::Command::new(&vigil)
         .args(["keygen", "--out"])
@@ -231,6 +258,11 @@ fn run(args: &Args) -> Result<(), String> {
                 trials: args.scale_trials,
                 idle: args.scale_idle,
                 sync_limit: args.sync_limit,
+                node_churn: (!args.node_churn.is_zero() && args.node_churn_at.contains(&services))
+                    .then_some(NodeChurnPlan {
+                        window: args.node_churn,
+                        every: args.node_churn_every,
+                    }),
             };
             match scale::run(&bench, &programs, system, plan) {
                 Ok(r) => scales.push(r),
@@ -244,16 +276,52 @@ fn run(args: &Args) -> Result<(), String> {
             ));
         }
     }
+    let mut fleets = Vec::new();
+    if args.fleet > 0 {
+        bench.register_fleet(args.fleet)?;
+        for &system in systems
+            .iter()
+            .filter(|s| matches!(s, System::Vigil | System::MetalLbDefault))
+        {
+            eprintln!(
+                "vigil-bench-k8s: {} fleet {} {} speakers, load {}",
+                now(),
+                system.name(),
+                args.fleet,
+                load()
+            );
+            let plan = FleetPlan {
+                speakers: args.fleet,
+                services: args.fleet_services,
+                trials: args.fleet_trials,
+                idle: args.scale_idle,
+                sync_limit: args.sync_limit,
+            };
+            match fleet::run(&bench, &programs, system, plan) {
+                Ok(r) => fleets.push(r),
+                Err(e) => eprintln!("vigil-bench-k8s: fleet {}: {e}", system.name()),
+            }
+            loads.push(format!(
+                "{} after fleet {} {}: {}",
+                now(),
+                system.name(),
+                args.fleet,
+                load()
+            ));
+        }
+    }
     let (requests, bad) = audit::read(&bench.audit_log);
     let nodes = bench.node_ips();
+    let fleet_nodes = bench.node_ips_of(args.fleet);
     println!(
         "{}",
         report::markdown(
             &phases,
             &controllers,
             &scales,
+            &fleets,
             &requests,
-            &nodes,
+            (&nodes, &fleet_nodes),
             args.nodes
         )
     );
@@ -266,7 +334,14 @@ fn run(args: &Args) -> Result<(), String> {
         println!("- {l}");
     }
     if let Some(path) = &args.results {
-        let mut value = report::json(&phases, &controllers, &scales, &requests, &nodes);
+        let mut value = report::json(
+            &phases,
+            &controllers,
+            &scales,
+            &fleets,
+            &requests,
+            (&nodes, &fleet_nodes),
+        );
         value["load"] = serde_json::json!(loads);
         std::fs::write(
             path,

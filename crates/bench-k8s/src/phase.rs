@@ -233,9 +233,10 @@ pub(crate) fn settle(
     ))
 }
 
-/// The owner and its successor among the speaker nodes for `ip`, as host indices.
-pub(crate) fn owner_and_next(bench: &Bench, ip: Ipv4Addr) -> (usize, usize) {
-    let nodes = bench.nodes();
+/// The owner and its successor for `ip` among the nodes of the first `hosts` hosts (those
+/// running speakers), as host indices.
+pub(crate) fn owner_and_next(bench: &Bench, ip: Ipv4Addr, hosts: usize) -> (usize, usize) {
+    let nodes = bench.nodes_of(hosts);
     let ranked = vigil_lb::rank(nodes.iter().copied(), IpAddr::V4(ip));
     let index = |n: &str| nodes.iter().position(|x| *x == n).expect("a node");
     (index(ranked[0]), index(ranked[1]))
@@ -267,14 +268,14 @@ pub(crate) fn time_creation(
 }
 
 /// One failover trial: settle on the owner, watch, fail it, restore it.
-fn failover_trial(
+pub(crate) fn failover_trial(
     bench: &Bench,
     programs: &Programs,
     running: &mut Running,
     scenario: Scenario,
     ip: Ipv4Addr,
 ) -> Result<Trial, String> {
-    let (owner, next) = owner_and_next(bench, ip);
+    let (owner, next) = owner_and_next(bench, ip, running.speakers.len());
     settle(bench, running, ip, &bench.hosts[owner].mac, SETTLE_LIMIT)?;
     // Let a restarted speaker's gossip calm down (its push/pull, its peers' refutations).
     std::thread::sleep(Duration::from_millis(1500));
@@ -390,7 +391,7 @@ fn measure(
     } else {
         STANDALONE_VIP
     };
-    let (owner, _) = owner_and_next(bench, ip);
+    let (owner, _) = owner_and_next(bench, ip, running.speakers.len());
     let took = settle(bench, running, ip, &bench.hosts[owner].mac, SETTLE_LIMIT)?;
     eprintln!(
         "vigil-bench-k8s: {}: {ip} answered by {} alone {took:?} after the Service existed",

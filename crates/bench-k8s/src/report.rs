@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::audit::{self, Cost, Request};
 use crate::controller::ControllerResult;
+use crate::fleet::FleetResult;
 use crate::phase::{PhaseResult, Scenario, Usage, Window};
 use crate::scale::ScaleResult;
 use crate::stats::{ms, ratio, spread};
@@ -139,13 +140,14 @@ fn phase_tables(out: &mut String, phases: &[PhaseResult], requests: &[Request], 
     }
 }
 
-/// The markdown report.
+/// The markdown report. `nodes`: the phases' speaker hosts' addresses, then the fleet's.
 pub(crate) fn markdown(
     phases: &[PhaseResult],
     controllers: &[ControllerResult],
     scales: &[ScaleResult],
+    fleets: &[FleetResult],
     requests: &[Request],
-    nodes: &[IpAddr],
+    (nodes, fleet_nodes): (&[IpAddr], &[IpAddr]),
     total_nodes: usize,
 ) -> String {
     let mut out = String::new();
@@ -195,6 +197,8 @@ pub(crate) fn markdown(
             );
         }
     }
+    scale_ratio_tables(&mut out, scales, requests, nodes);
+    fleet_table(&mut out, fleets, requests, fleet_nodes);
     let notes: Vec<String> = phases
         .iter()
         .flat_map(|p| {
@@ -212,6 +216,11 @@ pub(crate) fn markdown(
                 .iter()
                 .map(move |n| format!("scale {}: {n}", s.system.name()))
         }))
+        .chain(fleets.iter().flat_map(|f| {
+            f.notes
+                .iter()
+                .map(move |n| format!("fleet {}: {n}", f.system.name()))
+        }))
         .collect();
     if !notes.is_empty() {
         let _ = writeln!(out, "\nNotes:");
@@ -220,6 +229,190 @@ pub(crate) fn markdown(
         }
     }
     out
+}
+
+/// Per Service count, vigil's and MetalLB's scale figures side by side with their ratio, and
+/// the Node churn window's where the run had one.
+fn scale_ratio_tables(
+    out: &mut String,
+    scales: &[ScaleResult],
+    requests: &[Request],
+    nodes: &[IpAddr],
+) {
+    let mut counts: Vec<usize> = scales.iter().map(|s| s.services).collect();
+    counts.dedup();
+    let header = "| figure | vigil | MetalLB | vigil / MetalLB |\n|---|---:|---:|---:|";
+    for services in counts {
+        let find = |system: System| {
+            scales
+                .iter()
+                .find(|s| s.services == services && s.system == system)
+        };
+        let (vigil, metallb) = (find(System::Vigil), find(System::MetalLbDefault));
+        let pair =
+            |f: &dyn Fn(&ScaleResult) -> Option<f64>| (vigil.and_then(f), metallb.and_then(f));
+        let _ = writeln!(
+            out,
+            "\n### Scale, {services} Services: vigil against MetalLB\n\n{header}"
+        );
+        let secs = |d: Duration| d.as_secs_f64();
+        let msf = |d: Duration| d.as_secs_f64() * 1000.0;
+        let (v, m) = pair(&|s| s.sync.map(secs));
+        ratio_row(out, "every ServiceL2Status written (s)", v, m, 1);
+        let (v, m) = pair(&|s| Some(s.sync_window.1.cpu_seconds.0));
+        ratio_row(out, "speaker CPU during the sync, mean (s)", v, m, 2);
+        let (v, m) = pair(&|s| Some(s.sync_window.1.cpu_seconds.1));
+        ratio_row(out, "speaker CPU during the sync, max (s)", v, m, 2);
+        let (v, m) = pair(&|s| s.sync_window.1.controller.map(|c| c.0));
+        ratio_row(out, "controller CPU during the sync (s)", v, m, 2);
+        let (v, m) = pair(&|s| Some(s.idle.1.cpu_percent.0));
+        ratio_row(out, "idle CPU per speaker (% of a core)", v, m, 2);
+        let (v, m) = pair(&|s| Some(s.idle.1.rss_mib.0));
+        ratio_row(out, "RSS per speaker, mean (MiB)", v, m, 1);
+        let (v, m) = pair(&|s| Some(s.sync_window.1.hwm_mib.max(s.idle.1.hwm_mib)));
+        ratio_row(out, "peak RSS of a speaker (MiB)", v, m, 1);
+        let cost_of = |s: &ScaleResult, w: &Window| cost(requests, nodes, s.system, w);
+        let (v, m) = pair(&|s| Some(cost_of(s, &s.sync_window.0).per_node));
+        ratio_row(
+            out,
+            "API requests per node during the sync (req/s)",
+            v,
+            m,
+            2,
+        );
+        let (v, m) = pair(&|s| {
+            let c = cost_of(s, &s.sync_window.0);
+            Some(c.per_node * s.sync_window.0.length().as_secs_f64())
+        });
+        ratio_row(
+            out,
+            "API requests per node during the sync (total)",
+            v,
+            m,
+            0,
+        );
+        let (v, m) = pair(&|s| Some(cost_of(s, &s.idle.0).per_node));
+        ratio_row(out, "API requests per node idle (req/s)", v, m, 3);
+        let (v, m) = pair(&|s| spread(&s.change).map(|x| msf(x.p50)));
+        ratio_row(out, "one more Service to first ARP, p50 (ms)", v, m, 0);
+        let (v, m) = pair(&|s| spread(&s.change).map(|x| msf(x.max)));
+        ratio_row(out, "one more Service to first ARP, max (ms)", v, m, 0);
+        let (v, m) = pair(&|s| s.drain.map(secs));
+        ratio_row(out, "drained (s)", v, m, 1);
+        if vigil.or(metallb).is_some_and(|s| s.node_churn.is_some()) {
+            let rounds = vigil.or(metallb).and_then(churn).map_or(0, |c| c.rounds);
+            let _ = writeln!(
+                out,
+                "\n### Node churn at {services} Services: every Node's status heartbeat-patched, {rounds} rounds\n\n{header}"
+            );
+            let (v, m) = pair(&|s| churn(s).map(|c| c.window.1.cpu_seconds.0));
+            ratio_row(out, "speaker CPU in the window, mean (s)", v, m, 2);
+            let (v, m) = pair(&|s| churn(s).map(|c| c.window.1.cpu_seconds.1));
+            ratio_row(out, "speaker CPU in the window, max (s)", v, m, 2);
+            let (v, m) = pair(&|s| churn(s).map(|c| c.window.1.cpu_percent.0));
+            ratio_row(out, "speaker CPU in the window (% of a core)", v, m, 2);
+            let (v, m) = pair(&|s| Some(s.idle.1.cpu_percent.0));
+            ratio_row(
+                out,
+                "the same speakers idle before it (% of a core)",
+                v,
+                m,
+                2,
+            );
+            let (v, m) = pair(&|s| churn(s).map(|c| c.window.1.controller.map_or(0.0, |x| x.0)));
+            ratio_row(out, "controller CPU in the window (s)", v, m, 2);
+            let (v, m) = pair(&|s| churn(s).map(|c| cost_of(s, &c.window.0).per_node));
+            ratio_row(out, "API requests per node in the window (req/s)", v, m, 3);
+            let (v, m) = pair(&|s| churn(s).map(|c| cost_of(s, &c.window.0).writes_per_node));
+            ratio_row(out, "API writes per node in the window (req/s)", v, m, 3);
+            let (v, m) = pair(&|s| churn(s).map(|c| c.patches as f64));
+            ratio_row(out, "Node status patches", v, m, 0);
+            let (v, m) = pair(&|s| churn(s).map(|c| c.statuses.1 as f64 - c.statuses.0 as f64));
+            ratio_row(
+                out,
+                "ServiceL2Status change over the window (should be 0)",
+                v,
+                m,
+                0,
+            );
+        }
+    }
+}
+
+fn churn(s: &ScaleResult) -> Option<&crate::scale::NodeChurn> {
+    s.node_churn.as_ref()
+}
+
+/// The fleet phase: vigil's and MetalLB's figures side by side with their ratio.
+fn fleet_table(out: &mut String, fleets: &[FleetResult], requests: &[Request], nodes: &[IpAddr]) {
+    let find = |system: System| fleets.iter().find(|f| f.system == system);
+    let (vigil, metallb) = (find(System::Vigil), find(System::MetalLbDefault));
+    let Some(any) = vigil.or(metallb) else {
+        return;
+    };
+    let pair = |f: &dyn Fn(&FleetResult) -> Option<f64>| (vigil.and_then(f), metallb.and_then(f));
+    let _ = writeln!(
+        out,
+        "\n### Fleet: {} real speakers (a lab host, Node and speaker Pod each), {} Services\n\n\
+         | figure | vigil | MetalLB | vigil / MetalLB |\n|---|---:|---:|---:|",
+        any.speakers, any.services
+    );
+    let secs = |d: Duration| d.as_secs_f64();
+    let msf = |d: Duration| d.as_secs_f64() * 1000.0;
+    let cost_of = |f: &FleetResult, w: &Window| cost(requests, nodes, f.system, w);
+    let (v, m) = pair(&|f| f.sync.map(secs));
+    ratio_row(out, "every ServiceL2Status written (s)", v, m, 1);
+    let (v, m) = pair(&|f| Some(f.statuses as f64));
+    ratio_row(out, "ServiceL2Status at the end of the wait", v, m, 0);
+    let (v, m) = pair(&|f| Some(f.sync_window.1.cpu_seconds.0));
+    ratio_row(out, "speaker CPU during the sync, mean (s)", v, m, 2);
+    let (v, m) = pair(&|f| Some(f.sync_window.1.cpu_seconds.1));
+    ratio_row(out, "speaker CPU during the sync, max (s)", v, m, 2);
+    let (v, m) = pair(&|f| Some(f.idle.1.cpu_percent.0));
+    ratio_row(out, "idle CPU per speaker, mean (% of a core)", v, m, 2);
+    let (v, m) = pair(&|f| Some(f.idle.1.cpu_percent.1));
+    ratio_row(out, "idle CPU per speaker, max (% of a core)", v, m, 2);
+    let (v, m) = pair(&|f| Some(f.idle.1.rss_mib.0));
+    ratio_row(out, "RSS per speaker, mean (MiB)", v, m, 1);
+    let (v, m) = pair(&|f| Some(f.idle.1.rss_mib.1));
+    ratio_row(out, "RSS per speaker, max (MiB)", v, m, 1);
+    let (v, m) = pair(&|f| Some(cost_of(f, &f.sync_window.0).per_node));
+    ratio_row(
+        out,
+        "API requests per node during the sync (req/s)",
+        v,
+        m,
+        2,
+    );
+    let (v, m) = pair(&|f| {
+        Some(cost_of(f, &f.sync_window.0).per_node * f.sync_window.0.length().as_secs_f64())
+    });
+    ratio_row(
+        out,
+        "API requests per node during the sync (total)",
+        v,
+        m,
+        0,
+    );
+    let (v, m) = pair(&|f| Some(cost_of(f, &f.idle.0).per_node));
+    ratio_row(out, "API requests per node idle (req/s)", v, m, 3);
+    let outages = |f: &FleetResult| f.failover.iter().map(|t| t.outage).collect::<Vec<_>>();
+    let (v, m) = pair(&|f| Some(f.failover.len() as f64));
+    ratio_row(out, "host-loss trials", v, m, 0);
+    let (v, m) = pair(&|f| spread(&outages(f)).map(|x| msf(x.p50)));
+    ratio_row(out, "host loss: ARP outage p50 (ms)", v, m, 0);
+    let (v, m) = pair(&|f| spread(&outages(f)).map(|x| msf(x.max)));
+    ratio_row(out, "host loss: ARP outage max (ms)", v, m, 0);
+    let (v, m) = pair(&|f| Some(f.failover.iter().filter(|t| t.moved).count() as f64));
+    ratio_row(
+        out,
+        "host loss: trials moved to the expected successor",
+        v,
+        m,
+        0,
+    );
+    let (v, m) = pair(&|f| f.drain.map(secs));
+    ratio_row(out, "drained (s)", v, m, 1);
 }
 
 /// The controller's requests in `w`, by verb.
@@ -442,8 +635,9 @@ pub(crate) fn json(
     phases: &[PhaseResult],
     controllers: &[ControllerResult],
     scales: &[ScaleResult],
+    fleets: &[FleetResult],
     requests: &[Request],
-    nodes: &[IpAddr],
+    (nodes, fleet_nodes): (&[IpAddr], &[IpAddr]),
 ) -> Value {
     let phases: Vec<Value> = phases
         .iter()
@@ -482,6 +676,12 @@ pub(crate) fn json(
                 "sync_api": cost_json(&cost(requests, nodes, s.system, &s.sync_window.0)),
                 "idle_usage": usage_json(&s.idle.1),
                 "idle_api": cost_json(&cost(requests, nodes, s.system, &s.idle.0)),
+                "node_churn": s.node_churn.as_ref().map(|c| json!({
+                    "seconds": c.window.0.length().as_secs_f64(), "rounds": c.rounds,
+                    "patches": c.patches, "usage": usage_json(&c.window.1),
+                    "api": cost_json(&cost(requests, nodes, s.system, &c.window.0)),
+                    "statuses_before": c.statuses.0, "statuses_after": c.statuses.1,
+                })),
                 "change_ms": ms_list(&s.change), "change_missed": s.change_missed,
                 "drain_seconds": s.drain.map(|d| d.as_secs_f64()), "notes": s.notes,
             })
@@ -514,5 +714,21 @@ pub(crate) fn json(
             })
         })
         .collect();
-    json!({ "phases": phases, "controller": controllers, "scale": scales })
+    let fleets: Vec<Value> = fleets
+        .iter()
+        .map(|f| {
+            json!({
+                "system": f.system.name(), "speakers": f.speakers, "services": f.services,
+                "sync_seconds": f.sync.map(|d| d.as_secs_f64()), "statuses": f.statuses,
+                "sync_usage": usage_json(&f.sync_window.1),
+                "sync_api": cost_json(&cost(requests, fleet_nodes, f.system, &f.sync_window.0)),
+                "idle_usage": usage_json(&f.idle.1),
+                "idle_api": cost_json(&cost(requests, fleet_nodes, f.system, &f.idle.0)),
+                "link_outage_ms": ms_list(&f.failover.iter().map(|t| t.outage).collect::<Vec<_>>()),
+                "link_moved": f.failover.iter().map(|t| t.moved).collect::<Vec<_>>(),
+                "drain_seconds": f.drain.map(|d| d.as_secs_f64()), "notes": f.notes,
+            })
+        })
+        .collect();
+    json!({ "phases": phases, "controller": controllers, "scale": scales, "fleet": fleets })
 }

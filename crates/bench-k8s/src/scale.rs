@@ -30,6 +30,31 @@ pub(crate) struct ScalePlan {
     pub(crate) idle: Duration,
     /// Bound on the wait for every ServiceL2Status.
     pub(crate) sync_limit: Duration,
+    /// The Node churn window after the idle one, if this run has one.
+    pub(crate) node_churn: Option<NodeChurnPlan>,
+}
+
+/// Node churn: every Node's status patched as a kubelet heartbeat patches it (only
+/// `lastHeartbeatTime` moves), every `every` for `window`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeChurnPlan {
+    /// How long.
+    pub(crate) window: Duration,
+    /// Between rounds of patches.
+    pub(crate) every: Duration,
+}
+
+/// What a Node churn window measured.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeChurn {
+    /// The window and the speakers' usage over it.
+    pub(crate) window: (Window, Usage),
+    /// Rounds of patches.
+    pub(crate) rounds: usize,
+    /// Node status patches made, all rounds together.
+    pub(crate) patches: usize,
+    /// ServiceL2Status objects before and after the window (heartbeats must change none).
+    pub(crate) statuses: (usize, usize),
 }
 
 /// What a scale run measured.
@@ -49,6 +74,8 @@ pub(crate) struct ScaleResult {
     pub(crate) sync_window: (Window, Usage),
     /// Idle afterwards.
     pub(crate) idle: (Window, Usage),
+    /// The Node churn window.
+    pub(crate) node_churn: Option<NodeChurn>,
     /// One more Service to its first ARP answer.
     pub(crate) change: Vec<Duration>,
     /// Creation trials unanswered.
@@ -148,6 +175,10 @@ fn measure(bench: &Bench, running: &mut Running, plan: ScalePlan) -> Result<Scal
     };
     let after = phase::read_all(running);
     let idle = (window, phase::usage(&before, &after, window.length()));
+    let node_churn = match plan.node_churn {
+        Some(churn) => Some(node_churn(bench, running, churn)?),
+        None => None,
+    };
     let mut change = Vec::new();
     let mut change_missed = 0;
     let base = u32::from(FIRST_IP) + u32::try_from(plan.services).map_err(|e| e.to_string())?;
@@ -167,9 +198,50 @@ fn measure(bench: &Bench, running: &mut Running, plan: ScalePlan) -> Result<Scal
         create_took,
         sync_window,
         idle,
+        node_churn,
         change,
         change_missed,
         drain: None,
         notes,
+    })
+}
+
+/// Heartbeats every Node every `plan.every` for `plan.window`, the speakers measured over it.
+fn node_churn(
+    bench: &Bench,
+    running: &mut Running,
+    plan: NodeChurnPlan,
+) -> Result<NodeChurn, String> {
+    let before_statuses = objects::count_statuses(bench, SCALE_NS)?;
+    let before = phase::read_all(running);
+    let from = SystemTime::now();
+    let start = Instant::now();
+    let rounds = usize::try_from(plan.window.as_millis() / plan.every.as_millis().max(1))
+        .unwrap_or(1)
+        .max(1);
+    let mut patches = 0;
+    for k in 0..rounds {
+        patches += bench.heartbeat_nodes()?;
+        let next = plan.every * u32::try_from(k + 1).unwrap_or(u32::MAX);
+        if let Some(wait) = next.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    let window = Window {
+        from,
+        to: SystemTime::now(),
+    };
+    let after = phase::read_all(running);
+    let after_statuses = objects::count_statuses(bench, SCALE_NS)?;
+    eprintln!(
+        "vigil-bench-k8s: scale {}: {rounds} rounds of Node heartbeats ({patches} patches) in {:?}",
+        running.system.name(),
+        start.elapsed()
+    );
+    Ok(NodeChurn {
+        window: (window, phase::usage(&before, &after, window.length())),
+        rounds,
+        patches,
+        statuses: (before_statuses, after_statuses),
     })
 }

@@ -233,7 +233,12 @@ pub(crate) const STANDALONE_VIP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(19
 
 /// vigil standalone's file for host `i`.
 fn standalone_config(bench: &Bench, programs: &Programs, i: usize) -> String {
-    let seeds: Vec<String> = bench.hosts.iter().map(|h| h.ip.to_string()).collect();
+    let seeds: Vec<String> = bench
+        .hosts
+        .iter()
+        .take(HOSTS)
+        .map(|h| h.ip.to_string())
+        .collect();
     format!(
         "node: {{name: {}}}\n\
          gossip: {{bind: \"{}:7946\", seeds: [{}], profile: fast, keyring_file: {}}}\n\
@@ -369,14 +374,24 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Starts the controller, then every speaker.
+    /// Starts the controller, then a speaker on each of the first [`HOSTS`] hosts.
     pub(crate) fn start(
         bench: &Bench,
         programs: &Programs,
         system: System,
     ) -> Result<Self, String> {
+        Self::start_on(bench, programs, system, HOSTS)
+    }
+
+    /// Starts the controller, then a speaker on each of the first `hosts` hosts.
+    pub(crate) fn start_on(
+        bench: &Bench,
+        programs: &Programs,
+        system: System,
+        hosts: usize,
+    ) -> Result<Self, String> {
         let controller = start_controller(bench, programs, system)?;
-        let speakers = (0..HOSTS)
+        let speakers = (0..hosts.min(bench.hosts.len()))
             .map(|i| start_speaker(bench, programs, system, i))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
