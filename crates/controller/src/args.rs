@@ -63,6 +63,9 @@ pub struct Args {
     /// Address to serve `/metrics` on (e.g. 0.0.0.0:7472); none by default.
     #[arg(long = "metrics-addr", env = "VIGIL_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// MetalLB's TLS flags for the metrics port (`vigil_observe::tls`).
+    #[command(flatten)]
+    pub tls: vigil_observe::tls::TlsArgs,
 }
 
 /// The key rotation's checked settings (`None` from [`Args::rotation`]: rotation is off).

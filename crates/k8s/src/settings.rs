@@ -82,6 +82,9 @@ pub struct SpeakerArgs {
         default_value = "sha256"
     )]
     pub ml_key_derivation: KeyDerivation,
+    /// MetalLB's TLS flags for the metrics port (`vigil_observe::tls`).
+    #[command(flatten)]
+    pub tls: vigil_observe::tls::TlsArgs,
 }
 
 /// MetalLB's log levels.
