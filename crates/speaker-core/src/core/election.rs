@@ -4,6 +4,7 @@
 //! [`Change`]s into actions.
 
 use super::member::Member;
+use super::timeline::VipOwner;
 use crate::model::{DesiredState, ServiceSpec, SharedVips};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -99,6 +100,19 @@ pub(crate) struct Election {
     elected: HashMap<String, (Group, Verdict)>,
     quorum: Quorum,
     owned: BTreeMap<IpAddr, Owned>,
+    /// The VIPs the last election may have moved (every VIP after a whole election), for
+    /// the ownership timeline ([`Election::touched_owners`]).
+    touched: Touched,
+}
+
+/// The VIPs the last election may have moved.
+#[derive(Debug, Default)]
+enum Touched {
+    /// Every VIP (a grouped election runs whole).
+    #[default]
+    All,
+    /// These (per-service elections).
+    Some(BTreeSet<IpAddr>),
 }
 
 impl Election {
@@ -117,6 +131,7 @@ impl Election {
             elected: HashMap::new(),
             quorum: Quorum { live: 0, needed: 0 },
             owned: BTreeMap::new(),
+            touched: Touched::All,
         };
         election.reindex();
         election
@@ -400,6 +415,7 @@ impl Election {
     /// Per-service mode: who owns each of `touched` now, and what changed there for this
     /// node, in the order a whole election reports it (VIPs owned before, then VIPs taken).
     fn settle(&mut self, touched: &BTreeSet<IpAddr>) -> Vec<Change> {
+        self.touched = Touched::Some(touched.clone());
         let mut owned = BTreeMap::new();
         let mut why_not: BTreeMap<IpAddr, String> = BTreeMap::new();
         let mut elected: BTreeMap<IpAddr, String> = BTreeMap::new();
@@ -461,6 +477,7 @@ impl Election {
 
     /// Grouped mode: every group elected again.
     fn evaluate_grouped(&mut self) -> Vec<Change> {
+        self.touched = Touched::All;
         let services = self.services();
         let nodes = self.views_now();
         let policy = self.policy();
@@ -560,6 +577,58 @@ impl Election {
                 (*vip, next)
             })
             .collect()
+    }
+
+    /// Each VIP the last election may have moved, with its owner and next candidate, and
+    /// whether the list is every desired VIP. A VIP no service uses any more comes with no
+    /// services. Per-service elections: O(VIPs touched).
+    pub(crate) fn touched_owners(&self) -> (Vec<VipOwner>, bool) {
+        let ok = self.quorum.ok();
+        let of = |group: &Group| {
+            let owner = group.owner().filter(|_| ok).map(str::to_string);
+            let next = group.candidates.get(1).cloned();
+            (owner, next)
+        };
+        let services = |vip: &IpAddr| -> Vec<String> {
+            self.by_vip
+                .get(vip)
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect()
+        };
+        let per_vip = |vip: &IpAddr| {
+            let services = services(vip);
+            let group = services
+                .iter()
+                .find_map(|id| self.elected.get(id).map(|(g, _)| g));
+            let (owner, next) = group.map(of).unwrap_or_default();
+            VipOwner {
+                vip: *vip,
+                services,
+                owner,
+                next,
+            }
+        };
+        match (&self.touched, self.per_service()) {
+            (Touched::Some(vips), _) => (vips.iter().map(per_vip).collect(), false),
+            (Touched::All, true) => (self.by_vip.keys().map(per_vip).collect(), true),
+            (Touched::All, false) => {
+                let mut owners = Vec::new();
+                for group in &self.groups {
+                    let (owner, next) = of(group);
+                    for vip in &group.vips {
+                        owners.push(VipOwner {
+                            vip: *vip,
+                            services: services(vip),
+                            owner: owner.clone(),
+                            next: next.clone(),
+                        });
+                    }
+                }
+                (owners, true)
+            }
+        }
     }
 
     /// Where a VIP is announced: every interface if any of its services allows all,

@@ -32,16 +32,23 @@ mod election;
 mod health;
 mod member;
 mod status;
+mod timeline;
 
 #[cfg(test)]
 mod keyed_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timeline_tests;
 
 pub use election::VipStatus;
 pub use health::Hysteresis;
 pub use member::{Member, MemberEventKind, MemberState};
 pub use status::{Counters, Status, StatusMember, StatusQuorum, StatusVip};
+pub use timeline::{
+    ANNOUNCE_BOUND, Cause, MemberSignal, OwnershipChange, Stage, StatusChange, StatusStage,
+    Timeline,
+};
 
 use crate::model::{DesiredState, DesiredUpdate, ServiceChanges, ServiceSpec, StaticSettings};
 use election::{Change, Election, ViewChange};
@@ -219,6 +226,11 @@ pub struct SpeakerCore {
     stopped: bool,
     counters: Counters,
     actions: VecDeque<Action>,
+    /// Every VIP's ownership changes, with their stages.
+    timeline: Timeline,
+    /// The time of the last input that carried one (inputs without a time, such as a
+    /// health flip, are dated by it).
+    clock: Instant,
 }
 
 impl SpeakerCore {
@@ -243,6 +255,8 @@ impl SpeakerCore {
             stopped: false,
             counters: Counters::default(),
             actions: VecDeque::new(),
+            timeline: Timeline::new(settings.node_name.clone()),
+            clock: now,
         };
         let meta = core.meta();
         core.election.set_local_meta(meta);
@@ -276,7 +290,8 @@ impl SpeakerCore {
     /// A new desired state (a reload, or the API's view changed). Services newly
     /// health-checked start failing; services gone drop their health state. An identical
     /// snapshot changes nothing.
-    pub fn handle_desired(&mut self, _now: Instant, desired: DesiredState) {
+    pub fn handle_desired(&mut self, now: Instant, desired: DesiredState) {
+        self.tick(now);
         if self.stopping() || desired == *self.election.desired() {
             return;
         }
@@ -293,7 +308,7 @@ impl SpeakerCore {
         }
         self.election.set_desired(desired);
         self.publish_meta_if_changed(&old_meta);
-        self.resync(Trigger::Desired);
+        self.resync(now, Trigger::Desired);
     }
 
     /// One update from a source: a whole snapshot ([`handle_desired`](Self::handle_desired))
@@ -330,10 +345,11 @@ impl SpeakerCore {
     /// A service equal to the one in force changes nothing.
     pub fn handle_service_changes(
         &mut self,
-        _now: Instant,
+        now: Instant,
         upserts: Vec<ServiceSpec>,
         removes: Vec<String>,
     ) {
+        self.tick(now);
         if self.stopping() {
             return;
         }
@@ -357,7 +373,7 @@ impl SpeakerCore {
             return;
         }
         self.publish_meta_if_changed(&old_meta);
-        self.resync_with(Trigger::Desired, |e| e.evaluate_services(&changed));
+        self.resync_with(now, Trigger::Desired, |e| e.evaluate_services(&changed));
     }
 
     /// The gossip view after a membership event of `kind` (`None`: the view without an
@@ -366,10 +382,11 @@ impl SpeakerCore {
     /// it was in.
     pub fn handle_members(
         &mut self,
-        _now: Instant,
+        now: Instant,
         kind: Option<MemberEventKind>,
         members: impl IntoIterator<Item = Member>,
     ) {
+        self.tick(now);
         if let Some(kind) = kind {
             *self.counters.member_events.entry(kind).or_default() += 1;
         }
@@ -380,8 +397,8 @@ impl SpeakerCore {
         let trigger = kind.map_or(Trigger::View, Trigger::Member);
         match self.election.view_change() {
             ViewChange::Unchanged => {}
-            ViewChange::Lost(lost) => self.resync_with(trigger, |e| e.evaluate_lost(&lost)),
-            ViewChange::Other => self.resync(trigger),
+            ViewChange::Lost(lost) => self.resync_with(now, trigger, |e| e.evaluate_lost(&lost)),
+            ViewChange::Other => self.resync(now, trigger),
         }
         if kind == Some(MemberEventKind::Join) && self.election.owns_any() {
             self.actions.push_back(Action::Reannounce);
@@ -405,7 +422,7 @@ impl SpeakerCore {
         };
         if changed {
             self.publish_meta();
-            self.resync(Trigger::Health);
+            self.resync(self.clock, Trigger::Health);
         }
         true
     }
@@ -413,7 +430,8 @@ impl SpeakerCore {
     /// The first join through the seeds is over (answered or not), with the gossip view as
     /// it stands: elect from now on. If no other live member has settled, the hold-down is
     /// skipped (a cold start).
-    pub fn handle_first_join(&mut self, _now: Instant, members: impl IntoIterator<Item = Member>) {
+    pub fn handle_first_join(&mut self, now: Instant, members: impl IntoIterator<Item = Member>) {
+        self.tick(now);
         if self.joined || self.stopping() {
             return;
         }
@@ -432,7 +450,7 @@ impl SpeakerCore {
                 self.publish_meta();
             }
         }
-        self.resync(Trigger::FirstJoin);
+        self.resync(now, Trigger::FirstJoin);
     }
 
     /// What the announcer reported. A VIP handed over to its successor loses its address,
@@ -458,6 +476,7 @@ impl SpeakerCore {
 
     /// Time passed: ends the hold-down, or a shutdown whose handovers were not all reported.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.tick(now);
         if let Some(stopping) = &self.stopping {
             if now >= stopping.deadline {
                 self.finish_stop(now);
@@ -469,7 +488,7 @@ impl SpeakerCore {
             self.actions
                 .push_back(Action::HoldDownOver { skipped: false });
             self.publish_meta();
-            self.resync(Trigger::HoldDownOver);
+            self.resync(now, Trigger::HoldDownOver);
         }
     }
 
@@ -535,6 +554,61 @@ impl SpeakerCore {
         self.actions.push_back(Action::Stopped);
     }
 
+    /// What the runner saw of member `name` (a missed probe, a suspicion, a death...), for
+    /// the ownership timeline's detection stages. Elects nothing: the view that follows
+    /// comes through [`handle_members`](Self::handle_members).
+    pub fn handle_member_signal(&mut self, now: Instant, name: &str, signal: MemberSignal) {
+        self.tick(now);
+        self.timeline.member(now, name, signal);
+    }
+
+    /// The first gratuitous ARP or unsolicited advertisement for `vip` went out (at `at`,
+    /// or before): the timeline of the change that brought it here is complete.
+    pub fn handle_first_announce(&mut self, at: Instant, vip: IpAddr) {
+        self.timeline.announced(at, vip);
+    }
+
+    /// VIPs this node took whose first announcement the runner has not reported yet.
+    pub fn awaiting_announce(&self) -> Vec<IpAddr> {
+        self.timeline.awaiting_announce().collect()
+    }
+
+    /// When a change still waiting for its first announcement is reported without one
+    /// ([`ANNOUNCE_BOUND`] after its decision). Kept out of
+    /// [`poll_timeout`](Self::poll_timeout): the runner watches for the first frame while
+    /// anything waits, and calls [`handle_announce_timeout`](Self::handle_announce_timeout)
+    /// as it does; a report deadline decides nothing.
+    pub fn announce_deadline(&self) -> Option<Instant> {
+        self.timeline.poll_timeout()
+    }
+
+    /// Reports the changes whose first announcement did not come by [`ANNOUNCE_BOUND`].
+    pub fn handle_announce_timeout(&mut self, now: Instant) {
+        self.tick(now);
+        self.timeline.handle_timeout(now);
+    }
+
+    /// The next complete ownership change this node reports: one per change in the cluster
+    /// (the new owner reports it, or the old one when nobody takes the VIP). Poll until
+    /// `None` after every input, as [`poll_action`](Self::poll_action).
+    pub fn poll_ownership_change(&mut self) -> Option<OwnershipChange> {
+        self.timeline.poll_change()
+    }
+
+    /// The last ownership change of every VIP this node has elected, for `/status`.
+    pub fn ownership_changes(&self, now: Instant) -> Vec<StatusChange> {
+        self.timeline.changes().map(|c| c.to_status(now)).collect()
+    }
+
+    /// The timeline (read-only).
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
+    }
+
     /// The next action for the caller, in order.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
@@ -583,6 +657,7 @@ impl SpeakerCore {
                     (s, ok)
                 })
                 .collect(),
+            changes: Vec::new(),
         }
     }
 
@@ -622,14 +697,15 @@ impl SpeakerCore {
 
     /// Re-elects every VIP (once the first join is over) and queues what changed, in order:
     /// notices, addresses to hold or drop, handovers, the owned set.
-    fn resync(&mut self, trigger: Trigger) {
-        self.resync_with(trigger, Election::evaluate);
+    fn resync(&mut self, now: Instant, trigger: Trigger) {
+        self.resync_with(now, trigger, Election::evaluate);
     }
 
     /// As [`resync`](Self::resync), with the election run by `evaluate` (whole, or only the
     /// services or members that changed).
     fn resync_with(
         &mut self,
+        now: Instant,
         trigger: Trigger,
         evaluate: impl FnOnce(&mut Election) -> Vec<Change>,
     ) {
@@ -638,6 +714,8 @@ impl SpeakerCore {
             return;
         }
         let changes = evaluate(&mut self.election);
+        let (owners, whole) = self.election.touched_owners();
+        self.timeline.observe(now, cause_of(trigger), owners, whole);
         let mut handing_over = Vec::new();
         let mut addresses = Vec::new();
         for change in &changes {
@@ -730,5 +808,22 @@ impl SpeakerCore {
             live,
             changes: changes.len(),
         });
+    }
+}
+
+/// The timeline's cause for an election's trigger.
+fn cause_of(trigger: Trigger) -> Cause {
+    match trigger {
+        Trigger::FirstJoin => Cause::Startup,
+        Trigger::Member(MemberEventKind::Dead) => Cause::MemberDead,
+        Trigger::Member(MemberEventKind::Left) => Cause::MemberLeft,
+        Trigger::Member(MemberEventKind::Join) => Cause::MemberJoined,
+        Trigger::Member(
+            MemberEventKind::Update | MemberEventKind::Suspect | MemberEventKind::Refuted,
+        ) => Cause::MemberUpdated,
+        Trigger::View | Trigger::Stop => Cause::View,
+        Trigger::Health => Cause::Health,
+        Trigger::HoldDownOver => Cause::HoldDownOver,
+        Trigger::Desired => Cause::Configuration,
     }
 }

@@ -3,11 +3,12 @@
 
 use super::election::VipStatus;
 use super::member::{Member, MemberEventKind};
+use super::timeline::StatusChange;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The status document served at `/status` (what `vigil status` prints).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     /// This node's name.
     pub node: String,
@@ -21,6 +22,10 @@ pub struct Status {
     pub holding: bool,
     /// Each health-checked service: whether its check passes on this node.
     pub health: BTreeMap<String, bool>,
+    /// The last ownership change of each VIP this node has elected (filled by the runner,
+    /// which knows the time: [`SpeakerCore::ownership_changes`](super::SpeakerCore::ownership_changes)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<StatusChange>,
 }
 
 /// A member in [`Status`].
