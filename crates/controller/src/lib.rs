@@ -24,6 +24,7 @@
 //! - [`events`]: MetalLB's Service events for a convergence (pure).
 //! - [`secret`]: the memberlist Secret in MetalLB's format.
 //! - [`rotation`]: the memberlist key rotating itself through the Secret's keyring.
+//! - [`webhook`]: MetalLB's admission and conversion webhooks, with their certificate.
 #![forbid(unsafe_code)]
 
 pub mod args;
@@ -35,6 +36,7 @@ pub mod leader;
 pub mod rotation;
 pub mod secret;
 pub mod service;
+pub mod webhook;
 
 pub use args::{Args, ArgsError, Settings};
 pub use driver::FIELD_MANAGER;

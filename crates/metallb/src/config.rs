@@ -162,9 +162,18 @@ impl Config {
 pub fn read_pools(pools: &[IPAddressPool]) -> Result<BTreeMap<String, Pool>, ConfigError> {
     let mut pools: Vec<&IPAddressPool> = pools.iter().collect();
     pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    read_pools_in_order(&pools)
+}
+
+/// [`read_pools`] in the order given instead of name order: MetalLB's webhook reads the
+/// pools it listed (name order) with the pool under review last (or in the place of the one it
+/// replaces), so its first error is the one found in that order.
+pub fn read_pools_in_order(
+    pools: &[&IPAddressPool],
+) -> Result<BTreeMap<String, Pool>, ConfigError> {
     let mut parsed: BTreeMap<String, Pool> = BTreeMap::new();
     let mut seen: Vec<(Cidr, String)> = Vec::new();
-    for p in &pools {
+    for p in pools {
         let pool = parse_pool(p)?;
         if parsed.contains_key(&pool.name) {
             return Err(ConfigError::DuplicatePool(pool.name));
