@@ -31,9 +31,26 @@ pub struct Args {
     /// without a class.
     #[arg(long = "lb-class", default_value = "")]
     pub lb_class: String,
-    /// This replica's identity in the Lease (default: the pod name, else the host name).
-    #[arg(long, env = "METALLB_POD_NAME")]
+    /// This Pod's name, MetalLB's `--pod-name`: the replica's identity in the Lease and the
+    /// reporting instance of its Events (default: the host name). `--identity` is vigil's
+    /// older name for it.
+    #[arg(
+        long = "pod-name",
+        visible_alias = "identity",
+        env = "METALLB_POD_NAME"
+    )]
     pub identity: Option<String>,
+    /// MetalLB's metrics port (HTTPS in MetalLB; 0 disables). What it serves is the metrics
+    /// server's (`crates/vigil/src/cmd/controller.rs`).
+    #[arg(long = "port", default_value_t = 9120)]
+    pub port: u16,
+    /// MetalLB's pprof address; accepted, nothing is served (vigil has no pprof).
+    #[arg(long = "pprof-bind-address", default_value = "")]
+    pub pprof_bind_address: String,
+    /// MetalLB's BGP implementation (`METALLB_BGP_TYPE`), which MetalLB's controller reads
+    /// only from the environment (the flag is vigil's, hidden): accepted, vigil has no BGP.
+    #[arg(long = "bgp-type", env = "METALLB_BGP_TYPE", hide = true)]
+    pub bgp_type: Option<String>,
     /// The Lease the replicas elect their leader on.
     #[arg(long, default_value = "vigil-controller")]
     pub lease_name: String,
@@ -66,6 +83,9 @@ pub struct Args {
     /// MetalLB's TLS flags for the metrics port (`vigil_observe::tls`).
     #[command(flatten)]
     pub tls: vigil_observe::tls::TlsArgs,
+    /// MetalLB's webhook flags (`--webhook-mode`, `--cert-dir`, ...).
+    #[command(flatten)]
+    pub webhook: crate::webhook::WebhookArgs,
 }
 
 /// The key rotation's checked settings (`None` from [`Args::rotation`]: rotation is off).
@@ -113,7 +133,7 @@ pub enum ArgsError {
     )]
     LeaseGrace(Duration),
     /// No identity given and no host name to fall back on.
-    #[error("--identity is empty and the host name is unknown")]
+    #[error("--pod-name (METALLB_POD_NAME) is empty and the host name is unknown")]
     NoIdentity,
     /// A rotation time that cannot work.
     #[error("--{flag} {value:?} must be at least 1s")]
@@ -165,6 +185,30 @@ impl Args {
 }
 
 impl Args {
+    /// MetalLB's settings given here that have no effect in vigil, each as (setting, why),
+    /// to be logged once.
+    pub fn inactive(&self) -> Vec<(String, &'static str)> {
+        let mut out = Vec::new();
+        // MetalLB's default, "native", with no BGP object is pure Layer 2: nothing to say.
+        if let Some(t) = self
+            .bgp_type
+            .as_deref()
+            .filter(|t| !t.is_empty() && *t != "native")
+        {
+            out.push((
+                format!("METALLB_BGP_TYPE={t}"),
+                "vigil announces Layer 2 only: there is no BGP or FRR mode",
+            ));
+        }
+        if !self.pprof_bind_address.is_empty() {
+            out.push((
+                format!("--pprof-bind-address={}", self.pprof_bind_address),
+                "vigil serves no pprof (a Go runtime profiler)",
+            ));
+        }
+        out
+    }
+
     /// The rotation's settings, or `None` when `--key-rotation-period` is 0.
     pub fn rotation(&self) -> Result<Option<RotationFlags>, ArgsError> {
         if self.key_rotation_period.is_zero() {
@@ -230,6 +274,32 @@ mod tests {
         assert_eq!(s.deployment, None);
         assert_eq!(s.lb_class.as_deref(), Some("vigil"));
         assert_eq!((s.lease_seconds, s.grace_seconds), (15, 5));
+    }
+
+    #[test]
+    fn metallb_controller_flags_are_accepted() {
+        let cli = Cli::try_parse_from([
+            "controller",
+            "--port=9120",
+            "--pod-name=controller-abc",
+            "--pprof-bind-address=127.0.0.1:6060",
+            "--bgp-type=frr-k8s",
+            "--namespace=metallb-system",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.port, 9120);
+        assert_eq!(cli.args.settings().unwrap().identity, "controller-abc");
+        let said: Vec<String> = cli.args.inactive().into_iter().map(|(s, _)| s).collect();
+        assert_eq!(
+            said,
+            [
+                "METALLB_BGP_TYPE=frr-k8s",
+                "--pprof-bind-address=127.0.0.1:6060"
+            ]
+        );
+        // vigil's older spelling still works.
+        let old = Cli::try_parse_from(["controller", "--identity=x", "--namespace=n"]).unwrap();
+        assert_eq!(old.args.settings().unwrap().identity, "x");
     }
 
     #[test]

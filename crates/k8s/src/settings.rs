@@ -82,9 +82,61 @@ pub struct SpeakerArgs {
         default_value = "sha256"
     )]
     pub ml_key_derivation: KeyDerivation,
+    /// Period in whole seconds of the gratuitous ARP / NDP refresh for owned IPs (0: none),
+    /// MetalLB's name for vigil's `--refresh`.
+    #[arg(
+        long = "gratuitous-arp-interval",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub gratuitous_arp_interval: i64,
+    /// MetalLB's pprof address; accepted, nothing is served (vigil has no pprof).
+    #[arg(long = "pprof-bind-address", default_value = "")]
+    pub pprof_bind_address: String,
+    /// MetalLB's FRR reload debounce in milliseconds; accepted and checked as MetalLB does
+    /// (a positive integer), without effect: vigil has no BGP.
+    #[arg(long = "bgp-debounce-timeout", env = "METALLB_BGP_DEBOUNCE_TIMEOUT")]
+    pub bgp_debounce_timeout: Option<String>,
+    /// frr-k8s's namespace; accepted, without effect (no BGP).
+    #[arg(long = "frrk8s-namespace", env = "FRRK8S_NAMESPACE")]
+    pub frrk8s_namespace: Option<String>,
+    /// Pass BGP secret references to frr-k8s; accepted, without effect (no BGP).
+    #[arg(long = "frrk8s-secret-passthrough", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub frrk8s_secret_passthrough: bool,
+    /// MetalLB's BGP implementation (`METALLB_BGP_TYPE`: native, frr, frr-k8s); read only
+    /// from the environment in MetalLB (the flag is vigil's, hidden).
+    #[arg(long = "bgp-type", env = "METALLB_BGP_TYPE", hide = true)]
+    pub bgp_type: Option<String>,
     /// MetalLB's TLS flags for the metrics port (`vigil_observe::tls`).
     #[command(flatten)]
     pub tls: vigil_observe::tls::TlsArgs,
+}
+
+/// The largest `--gratuitous-arp-interval` MetalLB accepts (a Go `int32`).
+pub const MAX_GRATUITOUS_ARP_INTERVAL: i64 = i32::MAX as i64;
+
+/// A setting accepted for MetalLB's sake that has no effect in vigil (a mode vigil lacks);
+/// the speaker and controller log each once at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inactive {
+    /// The flag or variable, as given.
+    pub setting: String,
+    /// Why it does nothing here.
+    pub reason: &'static str,
+}
+
+/// What vigil says of a BGP setting.
+pub const NO_BGP: &str = "vigil announces Layer 2 only: there is no BGP or FRR mode";
+
+/// The settings of MetalLB's BGP modes found in `bgp_type` and friends, each as an
+/// [`Inactive`] (shared with the controller, which reads `METALLB_BGP_TYPE` too).
+pub fn bgp_type_inactive(bgp_type: Option<&str>) -> Option<Inactive> {
+    // MetalLB's default, "native", with no BGP object means pure L2: nothing to say.
+    let t = bgp_type.filter(|t| !t.is_empty() && *t != "native")?;
+    Some(Inactive {
+        setting: format!("METALLB_BGP_TYPE={t}"),
+        reason: NO_BGP,
+    })
 }
 
 /// MetalLB's log levels.
@@ -146,6 +198,10 @@ pub struct SpeakerSettings {
     pub health_probe_port: u16,
     /// `--kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
+    /// `--gratuitous-arp-interval`, `None` when 0.
+    pub gratuitous_arp_interval: Option<std::time::Duration>,
+    /// Settings accepted without effect, to be logged once.
+    pub inactive: Vec<Inactive>,
 }
 
 /// A setting that cannot work, naming the flag and variable.
@@ -207,20 +263,28 @@ impl SpeakerArgs {
                 .ok_or(SettingsError::NoNamespace)?,
         };
         let invalid = |flag, problem: String| SettingsError::Invalid { flag, problem };
-        let log_level = match self.log_level.as_str() {
-            "all" => LogLevel::All,
-            "debug" => LogLevel::Debug,
-            "info" => LogLevel::Info,
-            "warn" => LogLevel::Warn,
-            "error" => LogLevel::Error,
-            "none" => LogLevel::None,
-            other => {
+        let log_level = LogLevel::parse(&self.log_level).ok_or_else(|| {
+            invalid(
+                "--log-level",
+                format!(
+                    "{:?} is not one of all, debug, info, warn, error, none",
+                    self.log_level
+                ),
+            )
+        })?;
+        let gratuitous_arp_interval = match self.gratuitous_arp_interval {
+            0 => None,
+            s @ 1..=MAX_GRATUITOUS_ARP_INTERVAL => {
+                Some(std::time::Duration::from_secs(s.unsigned_abs()))
+            }
+            s => {
                 return Err(invalid(
-                    "--log-level",
-                    format!("{other:?} is not one of all, debug, info, warn, error, none"),
+                    "--gratuitous-arp-interval",
+                    format!("{s} must be whole seconds from 0 to {MAX_GRATUITOUS_ARP_INTERVAL}"),
                 ));
             }
         };
+        let inactive = self.inactive()?;
         let memberlist = match (set(&self.ml_labels), set(&self.ml_bind_addr)) {
             (Some(labels), Some(addr)) => {
                 let bind_addr = addr.parse().map_err(|_| {
@@ -268,7 +332,90 @@ impl SpeakerArgs {
             metrics_port: (self.port != 0).then_some(self.port),
             health_probe_port: self.health_probe_port,
             kubeconfig: self.kubeconfig.clone(),
+            gratuitous_arp_interval,
+            inactive,
         })
+    }
+
+    /// The BGP, FRR and pprof settings given: checked as MetalLB checks them (so a value
+    /// MetalLB refuses is refused here too), then listed as [`Inactive`].
+    fn inactive(&self) -> Result<Vec<Inactive>, SettingsError> {
+        let invalid = |flag, problem: String| SettingsError::Invalid { flag, problem };
+        let mut out = Vec::new();
+        let bgp_type = set(&self.bgp_type);
+        out.extend(bgp_type_inactive(bgp_type));
+        if let Some(ms) = set(&self.bgp_debounce_timeout) {
+            if !ms.parse::<i64>().is_ok_and(|ms| ms > 0) {
+                return Err(invalid(
+                    "--bgp-debounce-timeout / METALLB_BGP_DEBOUNCE_TIMEOUT",
+                    format!("{ms:?} must be a positive whole number of milliseconds"),
+                ));
+            }
+            out.push(Inactive {
+                setting: format!("--bgp-debounce-timeout={ms}"),
+                reason: NO_BGP,
+            });
+        }
+        if self.frrk8s_secret_passthrough {
+            // MetalLB's start-up checks of the pass-through, kept so one command line is
+            // accepted or refused by both.
+            if bgp_type != Some("frr-k8s") {
+                return Err(invalid(
+                    "--frrk8s-secret-passthrough",
+                    "requires METALLB_BGP_TYPE=frr-k8s".into(),
+                ));
+            }
+            if set(&self.frrk8s_namespace).is_none() {
+                return Err(invalid(
+                    "--frrk8s-secret-passthrough",
+                    "requires --frrk8s-namespace to be set".into(),
+                ));
+            }
+            out.push(Inactive {
+                setting: "--frrk8s-secret-passthrough".into(),
+                reason: NO_BGP,
+            });
+        }
+        if let Some(ns) = set(&self.frrk8s_namespace) {
+            out.push(Inactive {
+                setting: format!("--frrk8s-namespace={ns}"),
+                reason: NO_BGP,
+            });
+        }
+        if !self.pprof_bind_address.is_empty() {
+            out.push(Inactive {
+                setting: format!("--pprof-bind-address={}", self.pprof_bind_address),
+                reason: "vigil serves no pprof (a Go runtime profiler)",
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl LogLevel {
+    /// MetalLB's spelling of a level, if `s` is one.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "all" => Self::All,
+            "debug" => Self::Debug,
+            "info" => Self::Info,
+            "warn" => Self::Warn,
+            "error" => Self::Error,
+            "none" => Self::None,
+            _ => return None,
+        })
+    }
+
+    /// The same level as a `tracing` filter directive.
+    pub fn tracing_filter(self) -> &'static str {
+        match self {
+            Self::All => "trace",
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Warn => "warn",
+            Self::Error => "error",
+            Self::None => "off",
+        }
     }
 }
 
@@ -411,6 +558,64 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("METALLB_ML_BIND_PORT"), "{e}");
         assert!(SpeakerArgs::try_parse_from(["speaker", "--ml-key-derivation=md5"]).is_err());
+    }
+
+    #[test]
+    fn metallb_bgp_pprof_and_arp_flags_are_accepted() {
+        let s = parse(&[
+            "--node-name=a",
+            "--namespace=n",
+            "--gratuitous-arp-interval=30",
+            "--pprof-bind-address=127.0.0.1:6060",
+            "--bgp-debounce-timeout=3000",
+            "--frrk8s-namespace=frr-k8s-system",
+            "--frrk8s-secret-passthrough",
+            "--bgp-type=frr-k8s",
+        ])
+        .resolve(|| None)
+        .unwrap();
+        assert_eq!(
+            s.gratuitous_arp_interval,
+            Some(std::time::Duration::from_secs(30))
+        );
+        let said: Vec<&str> = s.inactive.iter().map(|i| i.setting.as_str()).collect();
+        assert_eq!(
+            said,
+            [
+                "METALLB_BGP_TYPE=frr-k8s",
+                "--bgp-debounce-timeout=3000",
+                "--frrk8s-secret-passthrough",
+                "--frrk8s-namespace=frr-k8s-system",
+                "--pprof-bind-address=127.0.0.1:6060"
+            ]
+        );
+        let quiet = parse(&["--node-name=a", "--namespace=n", "--bgp-type=native"])
+            .resolve(|| None)
+            .unwrap();
+        assert!(quiet.inactive.is_empty() && quiet.gratuitous_arp_interval.is_none());
+        for (bad, flag) in [
+            ("--gratuitous-arp-interval=-1", "--gratuitous-arp-interval"),
+            (
+                "--gratuitous-arp-interval=2147483648",
+                "--gratuitous-arp-interval",
+            ),
+            (
+                "--bgp-debounce-timeout=0",
+                "--bgp-debounce-timeout / METALLB_BGP_DEBOUNCE_TIMEOUT",
+            ),
+            (
+                "--frrk8s-secret-passthrough=true",
+                "--frrk8s-secret-passthrough",
+            ),
+        ] {
+            let e = parse(&["--node-name=a", "--namespace=n", bad])
+                .resolve(|| None)
+                .unwrap_err();
+            assert!(
+                matches!(e, SettingsError::Invalid { flag: f, .. } if f == flag),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct StaticSettings {
     pub hold_down: Option<Duration>,
     /// Period of the unsolicited gratuitous ARP / NA refresh for owned VIPs; `None`: none.
     pub refresh: Option<Duration>,
+    /// The announcer's pacing of gratuitous frames, frames per second
+    /// (`vigil_l2::Config::announce_rate`); `None`: unpaced.
+    pub announce_rate: Option<std::num::NonZeroU32>,
 }
 
 impl StaticSettings {
@@ -68,6 +71,7 @@ impl StaticSettings {
             probe_listen: None,
             hold_down: None,
             refresh: None,
+            announce_rate: std::num::NonZeroU32::new(vigil_l2::announcer::DEFAULT_ANNOUNCE_RATE),
         }
     }
 
@@ -84,6 +88,7 @@ impl StaticSettings {
             probe_listen,
             hold_down,
             refresh,
+            announce_rate,
         } = self;
         let GossipSettings {
             bind,
@@ -115,6 +120,7 @@ impl StaticSettings {
         check(*probe_listen != other.probe_listen, "probe_listen");
         check(*hold_down != other.hold_down, "hold_down");
         check(*refresh != other.refresh, "refresh");
+        check(*announce_rate != other.announce_rate, "announce_rate");
         out
     }
 }

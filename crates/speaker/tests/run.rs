@@ -48,6 +48,7 @@ fn settings() -> StaticSettings {
         probe_listen: None,
         hold_down: None,
         refresh: None,
+        announce_rate: None,
     }
 }
 

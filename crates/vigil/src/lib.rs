@@ -55,15 +55,41 @@ pub enum Command {
     Controller(cmd::controller::Args),
 }
 
+/// The program names that run a subcommand directly, as a multi-call binary does: MetalLB's
+/// images run `/speaker` and `/controller` with only `args` (its manifests) or with
+/// `command: [/speaker]` (its chart), so vigil's images link both names to this binary.
+pub const PROGRAM_NAMES: [&str; 2] = ["speaker", "controller"];
+
+/// `args` with the subcommand its program name stands for put in front of the flags: `speaker
+/// --port=9120` (the binary called through a link named `speaker`) becomes `vigil speaker
+/// --port=9120`. Any other name leaves `args` as they are.
+pub fn dispatch_program_name(mut args: Vec<OsString>) -> Vec<OsString> {
+    let name = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .filter(|n| PROGRAM_NAMES.contains(n))
+        .map(str::to_string);
+    if let Some(name) = name {
+        args[0] = OsString::from("vigil");
+        args.insert(1, OsString::from(name));
+    }
+    args
+}
+
 /// Parses the command line and runs the subcommand.
 pub fn run<I, T>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if args.get(1).is_some_and(|a| a == "speaker") {
-        // MetalLB's speaker is a Go program: its DaemonSet may pass `-flag=value`.
+    let mut args = dispatch_program_name(args.into_iter().map(Into::into).collect());
+    if args
+        .get(1)
+        .is_some_and(|a| a == "speaker" || a == "controller")
+    {
+        // MetalLB's speaker and controller are Go programs: their manifests may pass
+        // `-flag=value`.
         let words = args
             .split_off(2)
             .into_iter()

@@ -192,6 +192,8 @@ impl Config {
             probe_listen: None,
             hold_down: self.election.hold_down,
             refresh: self.refresh,
+            // The announcer's default pacing (the file has no setting for it).
+            ..StaticSettings::new(&self.node.name, self.gossip.bind)
         }
     }
 

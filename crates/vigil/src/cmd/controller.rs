@@ -16,9 +16,21 @@ pub struct Args {
     /// Kubeconfig file (default: in-cluster configuration).
     #[arg(long = "kubeconfig", env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// Log filter: error, warn, info, debug, trace, or a tracing directive.
+    /// MetalLB's log levels: all, debug, info, warn, error or none (vigil also takes a
+    /// tracing filter directive such as `info,kube=debug`).
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
+}
+
+/// The tracing filter for `--log-level`: MetalLB's six levels, else a tracing directive.
+fn log_filter(level: &str) -> Result<tracing_subscriber::EnvFilter, String> {
+    let directive = match vigil_k8s::settings::LogLevel::parse(level) {
+        Some(l) => l.tracing_filter(),
+        None => level,
+    };
+    tracing_subscriber::EnvFilter::try_new(directive).map_err(|e| {
+        format!("--log-level {level:?}: not one of all, debug, info, warn, error, none ({e})")
+    })
 }
 
 /// Runs `vigil controller`.
@@ -27,9 +39,9 @@ pub fn run(args: Args) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(2, e),
     };
-    let filter = match tracing_subscriber::EnvFilter::try_new(&args.log_level) {
+    let filter = match log_filter(&args.log_level) {
         Ok(f) => f,
-        Err(e) => return fail(2, format!("--log-level {:?}: {e}", args.log_level)),
+        Err(e) => return fail(2, e),
     };
     let _ = tracing_subscriber::fmt()
         .json()
@@ -38,6 +50,9 @@ pub fn run(args: Args) -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+    for (setting, reason) in args.controller.inactive() {
+        tracing::warn!(event = "setting_inactive", setting = %setting, reason, "accepted for MetalLB's sake, without effect");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -73,6 +88,19 @@ pub fn run(args: Args) -> ExitCode {
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
+        // MetalLB's webhooks (--webhook-mode): beside the allocation, or alone.
+        let webhook = &args.controller.webhook;
+        if let Some(hook) = webhook.settings(&settings.namespace) {
+            let server = vigil_controller::webhook::Webhook::bind(hook)
+                .await
+                .map_err(|e| e.to_string())?;
+            tokio::spawn(server.serve(client.clone(), Default::default(), stopped()));
+        }
+        if !webhook.allocates() {
+            return vigil_controller::webhook::without_allocation(&settings, &client, stopped())
+                .await
+                .map_err(|e| e.to_string());
+        }
         let metrics = vigil_controller::rotation::metrics::SharedMetrics::default();
         if let Some(addr) = metrics_addr {
             let listener = tokio::net::TcpListener::bind(addr)
@@ -115,6 +143,53 @@ fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    /// MetalLB's levels map to tracing's (`all` and `none` are not tracing levels: read as a
+    /// directive they would name a target).
+    #[test]
+    fn metallb_log_levels() {
+        for level in [
+            "all",
+            "debug",
+            "info",
+            "warn",
+            "error",
+            "none",
+            "info,kube=debug",
+        ] {
+            assert!(super::log_filter(level).is_ok(), "{level}");
+        }
+        assert_eq!(super::log_filter("none").unwrap().to_string(), "off");
+        assert_eq!(super::log_filter("all").unwrap().to_string(), "trace");
+        assert!(super::log_filter("vigil=loud").is_err());
+    }
+
+    /// MetalLB's images run `/speaker` or `/controller` with only MetalLB's flags.
+    #[test]
+    fn program_names_dispatch() {
+        use std::ffi::OsString;
+        let words = |w: &[&str]| w.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            crate::dispatch_program_name(words(&["/controller", "--port=9120"])),
+            words(&["vigil", "controller", "--port=9120"])
+        );
+        assert_eq!(
+            crate::dispatch_program_name(words(&["speaker", "-log-level=info"])),
+            words(&["vigil", "speaker", "-log-level=info"])
+        );
+        assert_eq!(
+            crate::dispatch_program_name(words(&["/usr/bin/vigil", "speaker"])),
+            words(&["/usr/bin/vigil", "speaker"])
+        );
+        // MetalLB's manifest's controller arguments, through the program name.
+        let cli =
+            <crate::Cli as clap::Parser>::try_parse_from(crate::dispatch_program_name(words(&[
+                "/controller",
+                "--port=9120",
+                "--log-level=info",
+            ])));
+        assert!(cli.is_ok(), "{cli:?}");
+    }
 
     /// Flattened argument structs must not collide (clap checks this only at run time).
     #[test]

@@ -10,6 +10,7 @@ pub mod sim;
 pub mod speaker;
 pub mod standalone;
 pub mod status;
+pub mod without_memberlist;
 
 use core::time::Duration;
 use std::future::Future;

@@ -63,6 +63,14 @@ pub struct VigilOptions {
     /// Heartbeat of this node's key acknowledgement Lease (valid for three of them).
     #[arg(long = "key-ack-interval", default_value = "5s", value_parser = super::parse_duration)]
     pub key_ack_interval: Duration,
+    /// Gratuitous ARP / NA frames per second at most, once a burst of 256 is spent, so a
+    /// takeover of thousands of IPs does not flood switches and neighbours; 0: unpaced.
+    #[arg(
+        long = "announce-rate",
+        env = "VIGIL_ANNOUNCE_RATE",
+        default_value_t = vigil_l2::announcer::DEFAULT_ANNOUNCE_RATE
+    )]
+    pub announce_rate: u32,
 }
 
 /// Runs `vigil speaker`.
@@ -81,16 +89,21 @@ pub fn run(args: Args) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(2, format!("--memberlist-config {e}")),
     };
-    let Some(mut statics) = static_settings(&settings, &args.vigil, &exclusions) else {
-        return fail(
-            2,
-            "memberlist is required: set --ml-bindaddr (METALLB_ML_BIND_ADDR) and --ml-labels (METALLB_ML_LABELS)",
-        );
-    };
-    if let Err(e) = init_json_logs(&settings.log_level) {
+    let mut statics = static_settings(&settings, &args.vigil, &exclusions);
+    if let Err(e) = init_json_logs(settings.log_level) {
         return fail(2, e);
     }
-    if let Some(config) = tuning {
+    for inactive in &settings.inactive {
+        tracing::warn!(event = "setting_inactive", setting = %inactive.setting, reason = inactive.reason, "accepted for MetalLB's sake, without effect");
+    }
+    if settings.memberlist.is_none() {
+        // MetalLB's words and behaviour (internal/speakerlist): no failure detection.
+        tracing::info!(
+            event = "memberlist_disabled",
+            "not starting fast dead node detection (memberlist), need ml-bindaddr / ml-labels config; \
+             every eligible Node counts as running a speaker, as in MetalLB"
+        );
+    } else if let Some(config) = tuning {
         tracing::info!(
             event = "memberlist_config_loaded",
             path = %args.vigil.memberlist_config.display(),
@@ -116,16 +129,9 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 /// JSON lines on stderr at MetalLB's log level.
-fn init_json_logs(level: &LogLevel) -> Result<(), String> {
-    let filter = match level {
-        LogLevel::All => "trace",
-        LogLevel::Debug => "debug",
-        LogLevel::Info => "info",
-        LogLevel::Warn => "warn",
-        LogLevel::Error => "error",
-        LogLevel::None => "off",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
+fn init_json_logs(level: LogLevel) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level.tracing_filter())
+        .map_err(|e| e.to_string())?;
     let _ = tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
@@ -160,18 +166,25 @@ fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// The speaker's restart-only settings: gossip on MetalLB's memberlist address and port;
+/// The speaker's restart-only settings: gossip on MetalLB's memberlist address and port
+/// (without memberlist: alone on a loopback port, see [`super::without_memberlist`]);
 /// interfaces excluded by MetalLB's list alone (no built-in globs, as in MetalLB).
 fn static_settings(
     settings: &SpeakerSettings,
     vigil: &VigilOptions,
     exclusions: &InterfaceExclusions,
-) -> Option<StaticSettings> {
-    let ml = settings.memberlist.as_ref()?;
-    Some(StaticSettings {
+) -> StaticSettings {
+    let (gossip_bind, http_addr) = match settings.memberlist.as_ref() {
+        Some(ml) => ((ml.bind_addr, ml.bind_port).into(), ml.bind_addr),
+        None => (
+            (std::net::Ipv4Addr::LOCALHOST, 0).into(),
+            std::net::Ipv4Addr::UNSPECIFIED.into(),
+        ),
+    };
+    StaticSettings {
         node_name: settings.node_name.clone(),
         gossip: GossipSettings {
-            bind: (ml.bind_addr, ml.bind_port).into(),
+            bind: gossip_bind,
             advertise: None,
             profile: vigil.profile,
             label: String::new(),
@@ -184,13 +197,15 @@ fn static_settings(
             exclude_matching: Some(exclusions.patterns().to_vec()),
         },
         local_address: None,
-        http_listen: settings.metrics_port.map(|p| (ml.bind_addr, p).into()),
+        http_listen: settings.metrics_port.map(|p| (http_addr, p).into()),
         // MetalLB's speaker serves its probes on loopback only (the DaemonSet asks 127.0.0.1).
         probe_listen: (settings.health_probe_port != 0)
             .then(|| (std::net::Ipv4Addr::LOCALHOST, settings.health_probe_port).into()),
         hold_down: vigil.hold_down,
-        refresh: vigil.refresh,
-    })
+        // vigil's --refresh, else MetalLB's --gratuitous-arp-interval.
+        refresh: vigil.refresh.or(settings.gratuitous_arp_interval),
+        announce_rate: std::num::NonZeroU32::new(vigil.announce_rate),
+    }
 }
 
 async fn speak(
@@ -217,6 +232,19 @@ async fn speak(
         pod: settings.pod_name.clone(),
     };
     let sink = vigil_k8s::sink::K8sSink::start(target, shared, &stores, &source.counters);
+    if settings.memberlist.is_none() {
+        let source = vigil_speaker::Source {
+            initial: super::without_memberlist::whole(source.initial),
+            desired: super::without_memberlist::updates(source.desired),
+            initial_keys: Vec::new(),
+            keyrings: source.keyrings,
+            health: source.health,
+            counters: source.counters,
+        };
+        return vigil_speaker::run(statics, source, sink, shutdown)
+            .await
+            .map_err(|e| e.to_string());
+    }
     let Some(keyring) = keyring else {
         return vigil_speaker::run(statics, source, sink, shutdown)
             .await
