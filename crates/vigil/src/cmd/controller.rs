@@ -88,19 +88,6 @@ pub fn run(args: Args) -> ExitCode {
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
-        // MetalLB's webhooks (--webhook-mode): beside the allocation, or alone.
-        let webhook = &args.controller.webhook;
-        if let Some(hook) = webhook.settings(&settings.namespace) {
-            let server = vigil_controller::webhook::Webhook::bind(hook)
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::spawn(server.serve(client.clone(), Default::default(), stopped()));
-        }
-        if !webhook.allocates() {
-            return vigil_controller::webhook::without_allocation(&settings, &client, stopped())
-                .await
-                .map_err(|e| e.to_string());
-        }
         let metrics = vigil_controller::rotation::metrics::SharedMetrics::default();
         if let Some(addr) = metrics_addr {
             let listener = tokio::net::TcpListener::bind(addr)
