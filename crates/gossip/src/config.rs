@@ -77,6 +77,24 @@ pub struct Config {
     ///   never declares anyone dead by itself. A refused connection outside a probe (a
     ///   push/pull) also counts as one confirmation only.
     pub use_strong_evidence: bool,
+    /// vigil: how many members each node watches closely: the ones after it on a ring that
+    /// every node orders by a hash of the names, so that each member has this many watchers.
+    /// 0 turns the watch off (Go's profiles). See `engine/watch.rs` and docs/ARCHITECTURE.md,
+    /// "Detection".
+    pub watch_neighbours: usize,
+    /// vigil: period of the watch's pings (plain memberlist pings, alone in their datagram).
+    pub watch_interval: Duration,
+    /// vigil: silence of a watched member (no ack, no datagram from it, no newer incarnation)
+    /// after which helpers are asked to ping it too (indirect pings with nacks), every
+    /// `probe_timeout` while it stays silent.
+    pub watch_confirm_after: Duration,
+    /// vigil: silence after which a watched member is declared dead, if enough helpers
+    /// confirmed, we did not stall and our health score is below its ceiling. Longer than the longest pause CPU bandwidth
+    /// control gives a starved process at its default 100 ms period.
+    pub watch_dead_after: Duration,
+    /// vigil: distinct helpers whose nacks the verdict needs (capped by the helpers there are;
+    /// with none, the watch never declares a death and SWIM's own probes decide).
+    pub watch_confirmations: usize,
 }
 
 /// A named set of defaults.
@@ -188,6 +206,11 @@ impl Config {
             lifeguard: true,
             probe_on_suspicion: false,
             use_strong_evidence: false,
+            watch_neighbours: 0,
+            watch_interval: ms(10),
+            watch_confirm_after: ms(40),
+            watch_dead_after: ms(130),
+            watch_confirmations: 2,
         }
     }
 
@@ -242,6 +265,7 @@ impl Config {
             gossip_to_the_dead_time: ms(15_000),
             probe_on_suspicion: true,
             use_strong_evidence: true,
+            watch_neighbours: 2,
             ..Self::lan()
         }
     }
@@ -300,6 +324,23 @@ impl Config {
         }
         if self.tcp_timeout.is_zero() {
             return err("tcp_timeout", "must be greater than zero");
+        }
+        if self.watch_neighbours > 0 {
+            if self.watch_interval.is_zero() {
+                return err("watch_interval", "must be greater than zero");
+            }
+            if self.watch_confirm_after < self.watch_interval * 2 {
+                return err(
+                    "watch_confirm_after",
+                    "must be at least two watch intervals (one lost ack is not a silence)",
+                );
+            }
+            if self.watch_dead_after < self.watch_confirm_after + self.probe_timeout {
+                return err(
+                    "watch_dead_after",
+                    "must leave helpers a probe timeout after watch_confirm_after",
+                );
+            }
         }
         Ok(())
     }
@@ -379,6 +420,7 @@ mod tests {
         for c in [&lan, &wan, &local] {
             assert_eq!(c.delegate_version, [0, 0, 0]);
             assert!(c.lifeguard && !c.probe_on_suspicion && !c.use_strong_evidence);
+            assert_eq!(c.watch_neighbours, 0, "Go's profiles have no watch");
         }
     }
 

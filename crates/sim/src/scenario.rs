@@ -100,6 +100,8 @@ pub struct Scenario {
     pub duration: Duration,
     /// Turn Lifeguard off (to measure what it is worth).
     pub no_lifeguard: bool,
+    /// Turn the watch off (`Config::watch_neighbours` 0: SWIM's round-robin alone).
+    pub no_watch: bool,
     /// Crash only the process: the host answers with ICMP port unreachable and TCP
     /// refusals, which `use_strong_evidence` takes as a proof of absence (a probe whose TCP
     /// fallback ping is refused declares the member dead at once).
@@ -126,6 +128,7 @@ impl Scenario {
             trials: 10,
             duration: Duration::from_secs(60),
             no_lifeguard: false,
+            no_watch: false,
             process_crash: false,
             slow_delay: Duration::ZERO,
             trace: false,
@@ -139,6 +142,9 @@ impl Scenario {
         let mut c = Config::profile(self.profile);
         if self.no_lifeguard {
             c.lifeguard = false;
+        }
+        if self.no_watch {
+            c.watch_neighbours = 0;
         }
         c
     }

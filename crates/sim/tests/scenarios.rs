@@ -89,8 +89,10 @@ fn failure_detection_lan_matches_the_model() {
     }
 }
 
-/// vigil's `fast` profile, with the host vanishing. (When only the process dies its host
-/// proves it and the model's suspicion timeout does not apply: see `tests/absence.rs`.)
+/// vigil's `fast` profile's SWIM timing, with the host vanishing and the watch off (the
+/// model is SWIM's; the watch finds a lost host sooner, see `tests/watch.rs`). (When only the
+/// process dies its host proves it and the model's suspicion timeout does not apply: see
+/// `tests/absence.rs`.)
 #[test]
 fn failure_detection_fast_matches_the_model() {
     let (seed, _g) = test_seed("failure_detection_fast_matches_the_model", 12);
@@ -98,6 +100,7 @@ fn failure_detection_fast_matches_the_model() {
         let mut s = Scenario::new(ScenarioKind::Detect, n, Profile::Fast, seed);
         s.trials = 10;
         s.process_crash = process_crash;
+        s.no_watch = true;
         let r = run(&s);
         let model = Model::new(&s.gossip(), n);
         assert_detection_within_model(&r, &model, 10);

@@ -147,7 +147,7 @@ impl Membership {
         }
     }
 
-    fn send_raw(&mut self, to: SocketAddr, payload: &[u8], crc: bool) {
+    pub(super) fn send_raw(&mut self, to: SocketAddr, payload: &[u8], crc: bool) {
         let mut bytes = Vec::with_capacity(payload.len() + 64);
         packet::seal(&self.framing, payload, crc, &mut self.rng, &mut bytes);
         self.stats.packets_out += 1;

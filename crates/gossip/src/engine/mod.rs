@@ -25,7 +25,7 @@
 //! constructor, the getters, the output queues, the keyring and delegate setters and the
 //! datagram dispatch; `types` the values that cross the boundary; `probe` failure detection;
 //! `state` the alive / suspect / dead rules; `dissemination` gossip and sending; `push_pull`
-//! joins and anti-entropy; `streams` TCP exchanges; `timers` the clock. `members`,
+//! joins and anti-entropy; `streams` TCP exchanges; `timers` the clock; `watch` the fast detection of lost neighbours. `members`,
 //! `suspicion` and `broadcast` are the data structures they share.
 
 mod broadcast;
@@ -38,6 +38,7 @@ mod streams;
 mod suspicion;
 mod timers;
 mod types;
+mod watch;
 
 pub use members::{MemberState, WireIp};
 pub use types::{
@@ -84,6 +85,7 @@ pub struct Membership {
     first_push_pull: Option<(Instant, f64)>,
 
     relays: HashMap<u32, Relay>,
+    watch: watch::Watch,
     /// When we last told a node we hold dead that it is dead (see `nudge_restarted`).
     nudged: HashMap<Arc<str>, Instant>,
     deadlines: BinaryHeap<Reverse<(Instant, Deadline)>>,
@@ -188,6 +190,7 @@ impl Membership {
             next_push_pull,
             first_push_pull: Some((now, push_pull_phase)),
             relays: HashMap::new(),
+            watch: watch::Watch::default(),
             nudged: HashMap::new(),
             deadlines: BinaryHeap::new(),
             suspect_episodes: HashMap::new(),
@@ -351,6 +354,7 @@ impl Membership {
             }
         };
         self.stats.malformed += (contents.malformed.len() + contents.truncated_parts) as u64;
+        self.watch_heard_from(now, from);
         for msg in contents.messages {
             self.handle_message(now, from, msg);
         }
@@ -377,7 +381,7 @@ impl Membership {
             Message::Ping(p) => self.on_ping(from, p),
             Message::IndirectPing(p) => self.on_indirect_ping(now, from, p),
             Message::Ack(a) => self.on_ack(now, a),
-            Message::Nack(n) => self.on_nack(n),
+            Message::Nack(n) => self.on_nack(from, n),
             Message::Alive(a) => self.on_alive(now, &a, Some(from), true),
             Message::Suspect(s) => self.on_suspect(now, &s),
             Message::Dead(d) => self.on_dead(now, &d),

@@ -68,12 +68,22 @@ impl Membership {
             self.deadlines
                 .push(Reverse((deadline, Deadline::Suspicion { episode })));
         }
+        let name = self.members.list[i].name.clone();
         let probing = self
             .probe
             .as_ref()
-            .is_some_and(|p| !p.indirect_sent && *p.target == *self.members.list[i].name);
+            .is_some_and(|p| !p.indirect_sent && *p.target == *name);
         if probing {
             self.probe_indirect(now);
+        } else if self.watching(&name) && self.probe.as_ref().is_none_or(|p| p.target != name) {
+            // A watched member's port is closed: probe it now (its TCP fallback ping, if
+            // refused, proves the absence) instead of when its turn comes.
+            if !self.urgent_probes.contains(&name) {
+                self.urgent_probes.push_back(name);
+            }
+            if self.probe.is_none() {
+                self.next_probe = self.next_probe.min(now);
+            }
         }
     }
 
@@ -155,6 +165,9 @@ impl Membership {
             self.send_msg(relay.reply_to, fwd.to_vec(Transport::Packet));
             return;
         }
+        if self.watch_ack(now, ack.seq_no) {
+            return;
+        }
         match &self.probe {
             // No `now < p.end` test: the verdict is given in `handle_timeout`, so a probe
             // still running has had no verdict yet. An ack handed to us after `end` arrived
@@ -165,6 +178,7 @@ impl Membership {
                 let rtt = now.saturating_duration_since(p.sent);
                 let name = p.target.clone();
                 let direct = !p.indirect_sent;
+                self.watch_heard_member(now, &name);
                 self.probe_succeeded(now);
                 if direct {
                     self.events.push_back(Event::PingComplete {
@@ -178,19 +192,22 @@ impl Membership {
         }
     }
 
-    pub(super) fn on_nack(&mut self, n: Nack) {
-        match &mut self.probe {
-            Some(p) if p.seq == n.seq_no => p.nacks += 1,
-            _ => self.stats.ignored += 1,
+    pub(super) fn on_nack(&mut self, from: SocketAddr, n: Nack) {
+        if let Some(p) = &mut self.probe
+            && p.seq == n.seq_no
+        {
+            p.nacks += 1;
+        } else if !self.watch_nack(from, n.seq_no) {
+            self.stats.ignored += 1;
         }
     }
 
-    fn next_seq(&mut self) -> u32 {
+    pub(super) fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
         self.seq
     }
 
-    fn own_ping(&self, seq: u32, target: &str) -> Ping {
+    pub(super) fn own_ping(&self, seq: u32, target: &str) -> Ping {
         let me = self.local();
         Ping {
             seq_no: seq,

@@ -336,7 +336,10 @@ impl Membership {
         }
         let info = MemberInfo::from(&*m);
         match old_state {
-            MemberState::Dead | MemberState::Left => self.events.push_back(Event::Join(info)),
+            MemberState::Dead | MemberState::Left => {
+                self.events.push_back(Event::Join(info));
+                self.watch_members_changed(now);
+            }
             MemberState::Suspect => {
                 self.events.push_back(Event::Refuted(info.clone()));
                 if meta_changed {
@@ -510,6 +513,7 @@ impl Membership {
         };
         m.state_change = stamp;
         let info = MemberInfo::from(&*m);
+        self.watch_members_changed(now);
         self.events.push_back(if info.state == MemberState::Left {
             Event::Left(info)
         } else {

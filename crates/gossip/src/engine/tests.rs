@@ -1047,3 +1047,105 @@ fn member_state_names_are_the_ones_status_pages_print() {
         ["alive", "suspect", "dead", "left"]
     );
 }
+
+// ---- the watch ---------------------------------------------------------------------------
+
+/// Who watches whom, as node names.
+fn watchers_of(net: &Net, name: &str) -> Vec<usize> {
+    (0..net.nodes.len())
+        .filter(|&i| net.nodes[i].watched().any(|w| w == name))
+        .collect()
+}
+
+#[test]
+fn every_member_has_watch_neighbours_watchers_and_go_profiles_none() {
+    let mut net = Net::joined(5, Config::fast(), 40);
+    net.run_for(Duration::from_millis(100));
+    for i in 0..5 {
+        let name = format!("node-{i}");
+        let w = watchers_of(&net, &name);
+        assert_eq!(w.len(), 2, "{name} is watched by {w:?}");
+        assert!(!w.contains(&i), "nobody watches itself");
+        assert!(net.nodes[i].stats().watch_pings > 0);
+    }
+    let net = Net::joined(5, Config::lan(), 41);
+    for i in 0..5 {
+        assert_eq!(net.nodes[i].watched().count(), 0);
+        assert_eq!(net.nodes[i].stats().watch_pings, 0);
+    }
+}
+
+/// A watched member that only its watcher cannot reach is alive to the helpers: they relay
+/// its acks, so the watcher neither suspects nor kills it.
+#[test]
+fn a_watcher_cut_off_from_its_target_alone_accuses_nobody() {
+    let mut net = Net::joined(5, Config::fast(), 42);
+    let target = net.nodes[0].watched().next().expect("watches").to_string();
+    let t = Net::index_of(net.nodes[0].member(&target).unwrap().addr);
+    net.cut.insert((0, t));
+    net.cut.insert((t, 0));
+    net.run_for(Duration::from_secs(3));
+    for i in 0..5 {
+        assert_eq!(net.count(i, is_dead(&target)), 0, "node {i} saw it dead");
+        assert_eq!(net.nodes[i].stats().watch_deaths_declared, 0);
+    }
+    assert_eq!(
+        net.count(0, is_suspect(&target)),
+        0,
+        "helpers keep relaying its acks"
+    );
+}
+
+/// A lost host is declared dead by one of its watchers (confirmed by helpers), before any
+/// suspicion could have expired, and everyone learns it.
+#[test]
+fn a_lost_watched_member_is_declared_dead_by_its_watcher() {
+    let config = Config::fast();
+    let mut net = Net::joined(5, config.clone(), 43);
+    net.run_for(Duration::from_millis(37));
+    net.down.insert(3);
+    let lost_at = net.now;
+    net.run_for(Duration::from_secs(1));
+    let watch_deaths: u64 = (0..5)
+        .filter(|&i| i != 3)
+        .map(|i| net.nodes[i].stats().watch_deaths_declared)
+        .sum();
+    assert!(watch_deaths >= 1, "a watcher declared it");
+    for i in [0, 1, 2, 4] {
+        assert_eq!(
+            net.state_of(i, "node-3"),
+            Some(MemberState::Dead),
+            "node {i}"
+        );
+        let (at, _) = net.events[i]
+            .iter()
+            .find(|(_, e)| is_dead("node-3")(e))
+            .expect("a dead event");
+        // Virtual time: the verdict comes from the watch's silence bound, not from a
+        // suspicion (its shortest timeout alone is 3 probe intervals after a failed probe).
+        assert!(
+            *at - lost_at < config.watch_dead_after + config.probe_interval,
+            "node {i} learned after {:?}",
+            *at - lost_at
+        );
+    }
+}
+
+/// A watcher that was itself stopped does not count its own pause as its target's silence.
+#[test]
+fn a_stalled_watcher_does_not_accuse_its_target() {
+    let config = Config::fast();
+    let mut net = Net::joined(5, config.clone(), 44);
+    let target = net.nodes[0].watched().next().expect("watches").to_string();
+    for _ in 0..20 {
+        // Node 0 is stopped for longer than the silence bound: nothing reaches it, it runs no
+        // timers; then it runs for a while.
+        net.down.insert(0);
+        net.run_for(config.watch_dead_after * 2);
+        net.down.remove(&0);
+        net.run_for(Duration::from_millis(300));
+    }
+    assert_eq!(net.nodes[0].stats().watch_deaths_declared, 0);
+    assert!(net.nodes[0].stats().watch_stalls >= 20);
+    assert_eq!(net.count(0, is_dead(&target)), 0);
+}

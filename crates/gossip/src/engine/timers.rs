@@ -49,6 +49,9 @@ impl Membership {
         if let Some(d) = self.leave_deadline {
             t = t.min(d);
         }
+        if let Some(d) = self.watch_deadline() {
+            t = t.min(d);
+        }
         Some(t)
     }
 
@@ -82,6 +85,7 @@ impl Membership {
         {
             self.probe_verdict(now);
         }
+        self.watch_tick(now);
         if self.probe.is_none() && now >= self.next_probe {
             self.start_probe(now);
         }

@@ -242,4 +242,11 @@ pub struct Stats {
     pub streams_out: u64,
     /// Push/pull exchanges refused for incompatible protocol versions.
     pub version_mismatches: u64,
+    /// Pings the watch sent (see `Config::watch_neighbours`).
+    pub watch_pings: u64,
+    /// Of `deaths_declared`, those the watch declared (a confirmed silence).
+    pub watch_deaths_declared: u64,
+    /// Watch rounds that found we had not run for over two watch intervals (our own stall,
+    /// not counted as anyone's silence).
+    pub watch_stalls: u64,
 }
