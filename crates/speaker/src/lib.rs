@@ -26,6 +26,7 @@ mod join;
 pub mod local_address;
 pub mod observe;
 mod run;
+mod timeline;
 
 pub use run::{HealthReport, RunError, Source, StatusSink, run};
 pub use vigil_speaker_core::{core, model};

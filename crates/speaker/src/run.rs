@@ -12,6 +12,7 @@ use crate::model::{DesiredState, DesiredUpdate, StaticSettings};
 use crate::observe::SourceCounters;
 use crate::observe::http::{self, HttpState};
 use crate::observe::state::{LocalAddressState, Shared};
+use crate::timeline::{self, AnnounceWatch};
 use futures_util::{Stream, StreamExt};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -79,6 +80,11 @@ pub trait StatusSink: Send {
     /// refused (the old keys stay); Kubernetes mode acknowledges what is installed.
     fn keyring(&mut self, keys: &[SecretKey], result: Result<(), String>) {
         let _ = (keys, result);
+    }
+    /// An ownership change this node reports (it took the VIP, or nobody did), with its
+    /// timeline; Kubernetes mode writes an Event on each of its Services for a move.
+    fn ownership_changed(&mut self, change: &crate::core::OwnershipChange) {
+        let _ = change;
     }
 }
 
@@ -237,6 +243,7 @@ where
     stopping_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut gossip_open = true;
+    let mut announce_watch = AnnounceWatch::default();
     loop {
         let deadline = core.poll_timeout().map(Instant::from_std);
         let timer = async {
@@ -250,6 +257,13 @@ where
         // the status: that is O(services), and the poll runs every second.
         let mut quiet = false;
         let publish_at = runner.publish_due;
+        let watch_at = announce_watch.poll_at();
+        let watch_timer = async {
+            match watch_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         let publish_timer = async {
             match publish_at {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -258,8 +272,12 @@ where
         };
         tokio::select! {
             () = publish_timer => quiet = true,
+            () = watch_timer => quiet = true,
             event = events.recv(), if gossip_open => match event {
-                Some(event) => runner.on_gossip(&mut core, event).await,
+                Some(event) => {
+                    timeline::on_gossip_event(&mut core, &event);
+                    runner.on_gossip(&mut core, event).await;
+                }
                 None => {
                     gossip_open = false;
                     result = Err(RunError::GossipStopped);
@@ -297,7 +315,10 @@ where
                 core.begin_shutdown(now());
             }
         }
-        if runner.apply(&mut core, quiet).await {
+        announce_watch.arm(&core, &runner.l2);
+        let stopped = runner.apply(&mut core, quiet).await;
+        announce_watch.report(&mut core, &runner.l2, &mut runner.sink, &runner.shared);
+        if stopped {
             break;
         }
     }
@@ -558,6 +579,7 @@ impl<S: StatusSink> Runner<S> {
         });
         let mut shared = self.lock();
         shared.status = status;
+        shared.status.changes = timeline::status_changes(core);
         shared.announced = announced;
         shared.configured_vips = configured;
         shared.evaluations = counters.evaluations;

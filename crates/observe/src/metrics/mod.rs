@@ -27,6 +27,8 @@
 #[cfg(feature = "speaker")]
 mod election;
 #[cfg(feature = "speaker")]
+mod failover;
+#[cfg(feature = "speaker")]
 mod gossip;
 mod k8s;
 #[cfg(feature = "speaker")]
@@ -36,6 +38,8 @@ mod speaker;
 
 #[cfg(feature = "speaker")]
 pub use election::ElectionMetrics;
+#[cfg(feature = "speaker")]
+pub use failover::{FailoverMetrics, STAGE_BUCKETS};
 #[cfg(feature = "speaker")]
 pub use gossip::{GossipMetrics, MemberCounts, MemberEventCounts};
 pub use k8s::{K8sClientMetrics, StatusWriterMetrics, WriteCounts};

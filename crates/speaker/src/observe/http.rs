@@ -107,7 +107,8 @@ fn scrape(
             }),
             config_reloads_applied: reloads.applied(),
             config_reloads_rejected: reloads.rejected(),
-        });
+        })
+        .with(shared.failover.clone());
     let scrape = match reloads.k8s_client() {
         Some(k8s) => scrape.with(k8s),
         None => scrape,

@@ -5,7 +5,7 @@ pub use crate::core::{Status, StatusMember, StatusQuorum, StatusVip};
 use crate::local_address::AddressCounters;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use vigil_observe::metrics::{MemberCounts, MemberEventCounts};
+use vigil_observe::metrics::{FailoverMetrics, MemberCounts, MemberEventCounts};
 
 /// Everything the HTTP endpoint reads.
 #[derive(Debug, Clone, Default)]
@@ -31,6 +31,8 @@ pub struct Shared {
     pub member_events: MemberEventCounts,
     /// The local-address device's state, when `announce.local_address` is set.
     pub local_address: Option<LocalAddressState>,
+    /// The ownership changes this node reported: `vigil_failover_*`.
+    pub failover: FailoverMetrics,
 }
 
 /// VIPs held on `announce.local_address` and the changes made to it.
