@@ -11,9 +11,12 @@
 //! - `writer`: the task that runs them: a watch of this node's ServiceL2Status objects (label
 //!   `metallb.io/node=<node>`, as MetalLB's status controller filters), and the writes.
 //! - `events`: the `nodeAssigned` Event queue and its workers.
+//! - [`sweep`]: a lost node's statuses, removed by the survivors (its own writer is gone
+//!   with its host).
 
 mod events;
 pub mod reconcile;
+pub mod sweep;
 mod writer;
 
 use crate::source::{Shared, Stores};
@@ -24,7 +27,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 use vigil_speaker::StatusSink;
-use vigil_speaker::core::Action;
+use vigil_speaker::core::{Action, Member};
 use vigil_speaker::observe::SourceCounters;
 
 /// Where the sink is writing: the API client and this speaker's names.
@@ -47,6 +50,8 @@ pub struct K8sSink {
     events: events::Queue,
     shared: Shared,
     announced: AnnouncedVips,
+    sweeps: Arc<sweep::Sweeps>,
+    node: String,
 }
 
 impl K8sSink {
@@ -79,6 +84,14 @@ impl K8sSink {
         let counters = counters.status_writes().clone();
         counters.set_running();
         let wishes = Arc::new(Wishes::default());
+        let sweeps = Arc::new(sweep::Sweeps::default());
+        tokio::spawn(sweep::run(
+            kube::Api::namespaced(target.client.clone(), &target.namespace),
+            shared.clone(),
+            Arc::clone(&sweeps),
+            counters.clone(),
+        ));
+        let node = target.node.clone();
         let events = events::Queue::start(
             target.client.clone(),
             target.node.clone(),
@@ -93,6 +106,8 @@ impl K8sSink {
             events,
             shared,
             announced: AnnouncedVips::default(),
+            sweeps,
+            node,
         }
     }
 }
@@ -112,6 +127,10 @@ impl StatusSink for K8sSink {
                 self.events.node_assigned(service);
             }
         }
+    }
+
+    fn members(&mut self, members: &[Member]) {
+        self.sweeps.view(&self.node, members);
     }
 }
 

@@ -81,6 +81,14 @@ impl Shared {
             .unwrap_or(Interfaces::All)
     }
 
+    /// Whether this node answers for any VIP of `service` now.
+    pub fn announces(&self, service: &str) -> bool {
+        self.lock()
+            .announced
+            .get(service)
+            .is_some_and(|vips| !vips.is_empty())
+    }
+
     /// This node now answers (or no longer answers) for `vip` of `service`.
     pub fn set_announced(&self, service: &str, vip: IpAddr, announced: bool) {
         let mut inner = self.lock();
