@@ -99,6 +99,8 @@ pub(crate) struct Election {
     /// Per-service mode: each service's group and verdict, by id.
     elected: HashMap<String, (Group, Verdict)>,
     quorum: Quorum,
+    /// Every other member was lost at once ([`super::isolation`]): own nothing.
+    isolated: bool,
     owned: BTreeMap<IpAddr, Owned>,
     /// The VIPs the last election may have moved (every VIP after a whole election), for
     /// the ownership timeline ([`Election::touched_owners`]).
@@ -130,6 +132,7 @@ impl Election {
             verdicts: Vec::new(),
             elected: HashMap::new(),
             quorum: Quorum { live: 0, needed: 0 },
+            isolated: false,
             owned: BTreeMap::new(),
             touched: Touched::All,
         };
@@ -254,6 +257,25 @@ impl Election {
         self.quorum
     }
 
+    /// Isolated or not (see [`super::isolation`]); the caller elects again.
+    pub(crate) fn set_isolated(&mut self, isolated: bool) {
+        self.isolated = isolated;
+    }
+
+    /// The quorum of `nodes` under the policy; never reached while isolated (one more live
+    /// member needed than seen).
+    fn quorum_of(&self, nodes: &[NodeView]) -> Quorum {
+        let quorum = Quorum::of(nodes, &self.policy());
+        if self.isolated {
+            Quorum {
+                live: quorum.live,
+                needed: quorum.needed.max(quorum.live + 1),
+            }
+        } else {
+            quorum
+        }
+    }
+
     fn policy(&self) -> Policy {
         Policy {
             hold_down: self.hold_down,
@@ -326,7 +348,7 @@ impl Election {
     pub(crate) fn evaluate(&mut self) -> Vec<Change> {
         if self.per_service() {
             let nodes = self.views_now();
-            self.quorum = Quorum::of(&nodes, &self.policy());
+            self.quorum = self.quorum_of(&nodes);
             self.views = nodes;
             let mut touched: BTreeSet<IpAddr> = self.owned.keys().copied().collect();
             self.elected.clear();
@@ -364,7 +386,7 @@ impl Election {
             return self.evaluate();
         }
         let nodes = self.views_now();
-        let quorum = Quorum::of(&nodes, &self.policy());
+        let quorum = self.quorum_of(&nodes);
         let quorum_moved = quorum != self.quorum;
         self.quorum = quorum;
         self.views = nodes;
@@ -436,7 +458,7 @@ impl Election {
                         .services
                         .push(id.clone()),
                     verdict => {
-                        why_not.insert(vip, why_not_reason(verdict));
+                        why_not.insert(vip, why_not_reason(verdict, self.isolated));
                         if let Verdict::Standby { owner: Some(o) } = verdict {
                             elected.insert(vip, o.clone());
                         }
@@ -482,7 +504,7 @@ impl Election {
         let nodes = self.views_now();
         let policy = self.policy();
         self.groups = elect(&services, &nodes, &policy);
-        self.quorum = Quorum::of(&nodes, &policy);
+        self.quorum = self.quorum_of(&nodes);
         self.views = nodes;
         self.verdicts = decide(&self.node, &self.groups, self.quorum);
         let by_vip = self.services_by_vip();
@@ -514,7 +536,7 @@ impl Election {
                         }
                     }
                     verdict => {
-                        why_not.insert(vip, why_not_reason(verdict));
+                        why_not.insert(vip, why_not_reason(verdict, self.isolated));
                         if let Verdict::Standby { owner: Some(o) } = verdict {
                             elected.insert(vip, o.clone());
                         }
@@ -721,8 +743,11 @@ impl Election {
 }
 
 /// Why this node does not own a VIP, for people.
-fn why_not_reason(verdict: &Verdict) -> String {
+fn why_not_reason(verdict: &Verdict, isolated: bool) -> String {
     match verdict {
+        Verdict::NoQuorum(_) if isolated => {
+            "isolated: every other member lost at once; silent until the cluster is heard".into()
+        }
         Verdict::Owner => "this node owns it".into(),
         Verdict::Standby { owner: Some(o) } => format!("{o} is first of the candidates"),
         Verdict::Standby { owner: None } => "no candidate node".into(),

@@ -24,16 +24,22 @@
 //!   the bound passes, and only then ([`handle_announcer_event`](SpeakerCore::handle_announcer_event)
 //!   with `HandedOver`) does its address come off. A VIP nobody takes goes silent and loses
 //!   its address at once.
+//! - **Isolation** ([`isolation`]): a node that loses every other member at once (two or
+//!   more) answers for nothing until it hears the cluster again (or a bound passes), so a host
+//!   that comes back does not answer beside the VIPs' real owners.
 //! - **Shutdown:** every owned VIP with a successor (as the others will elect once they hear
 //!   the leave) is handed over, the others go silent, the node leaves, and the addresses come
 //!   off once the successors are heard (or at the bound); then [`Action::Stopped`].
 
 mod election;
 mod health;
+pub mod isolation;
 mod member;
 mod status;
 mod timeline;
 
+#[cfg(test)]
+mod isolation_tests;
 #[cfg(test)]
 mod keyed_tests;
 #[cfg(test)]
@@ -228,6 +234,8 @@ pub struct SpeakerCore {
     actions: VecDeque<Action>,
     /// Every VIP's ownership changes, with their stages.
     timeline: Timeline,
+    /// Whether every other member was lost at once (then this node answers for nothing).
+    isolation: isolation::Isolation,
     /// The time of the last input that carried one (inputs without a time, such as a
     /// health flip, are dated by it).
     clock: Instant,
@@ -256,6 +264,7 @@ impl SpeakerCore {
             counters: Counters::default(),
             actions: VecDeque::new(),
             timeline: Timeline::new(settings.node_name.clone()),
+            isolation: isolation::Isolation::new(),
             clock: now,
         };
         let meta = core.meta();
@@ -280,6 +289,12 @@ impl SpeakerCore {
     /// Whether the first join is over (`/readyz`).
     pub fn joined(&self) -> bool {
         self.joined
+    }
+
+    /// Whether this node lost every other member at once and answers for nothing until it
+    /// hears the cluster again ([`isolation`]).
+    pub fn isolated(&self) -> bool {
+        self.isolation.silenced()
     }
 
     /// Whether a shutdown has begun.
@@ -395,6 +410,14 @@ impl SpeakerCore {
             return;
         }
         let trigger = kind.map_or(Trigger::View, Trigger::Member);
+        if self
+            .isolation
+            .observe(now, &self.node, self.election.members())
+        {
+            self.election.set_isolated(self.isolation.silenced());
+            self.resync(now, trigger);
+            return;
+        }
         match self.election.view_change() {
             ViewChange::Unchanged => {}
             ViewChange::Lost(lost) => self.resync_with(now, trigger, |e| e.evaluate_lost(&lost)),
@@ -437,6 +460,10 @@ impl SpeakerCore {
         }
         self.joined = true;
         self.election.set_members(members);
+        // Who is live at the first join counts for isolation (never isolated here: a node
+        // alone at its first join has nobody to lose).
+        self.isolation
+            .observe(now, &self.node, self.election.members());
         if self.holding {
             let serving = self
                 .election
@@ -482,6 +509,10 @@ impl SpeakerCore {
                 self.finish_stop(now);
             }
             return;
+        }
+        if self.isolation.handle_timeout(now) {
+            self.election.set_isolated(self.isolation.silenced());
+            self.resync(now, Trigger::View);
         }
         if self.holding && self.hold_down_end.is_some_and(|end| now >= end) {
             self.holding = false;
@@ -622,7 +653,11 @@ impl SpeakerCore {
         if let Some(stopping) = &self.stopping {
             return Some(stopping.deadline);
         }
-        self.hold_down_end.filter(|_| self.holding)
+        let hold_down = self.hold_down_end.filter(|_| self.holding);
+        match (hold_down, self.isolation.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The status document.

@@ -1,0 +1,299 @@
+//! The split-brain bound for a host that comes back: a node that loses every other member at
+//! once is more likely cut off (its link down, its process frozen, a partition) than the last
+//! survivor of a mass death, so it stops answering until it hears the cluster again.
+//!
+//! Why: a host whose link is cut declares the others dead and elects itself owner of every
+//! VIP (nobody hears it meanwhile); the others take its VIPs. When its link comes back it
+//! answered, until gossip merged (0.03-4.2 s in issue 23's runs), for every VIP beside their
+//! real owners, and clients' ARP caches kept whichever answered last. A node that was silent
+//! while cut off is silent when it comes back, and elects again only from a view that holds
+//! the others: by then it agrees with them.
+//!
+//! The rule, with time as a parameter:
+//! - **Isolated** when the view goes from some other live member to none while at least
+//!   [`MIN_PEERS`] other members were live within [`ISOLATION_BOUND`] (gracefully left ones not
+//!   counted). A two-node cluster cannot tell its peer's death from its own isolation and keeps
+//!   MetalLB's behaviour (the survivor takes over).
+//! - **Silent while isolated**: the election runs, but this node owns nothing (as under the
+//!   majority guard).
+//! - **Back** when the view holds a strict majority of the members known at isolation live
+//!   again (a push-pull merge brings them all at once), or [`REJOIN_SETTLE`] after the first
+//!   one came back (a partial merge; shorter than a probe interval of the fast profile).
+//! - **Bounded**: after [`ISOLATION_BOUND`] with nobody back it is the last survivor after all
+//!   and answers again alone. A cut longer than that answers on return until gossip merges, as
+//!   before this rule.
+
+use super::member::{Member, MemberState};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// Other members that must have been live (within [`ISOLATION_BOUND`]) for the loss of all of
+/// them to count as isolation.
+pub const MIN_PEERS: usize = 2;
+/// The longest an isolated node stays silent with nobody back: two of the speaker's rejoin
+/// intervals (5 s), so that a host cut for a few seconds has merged before it answers.
+pub const ISOLATION_BOUND: Duration = Duration::from_secs(10);
+/// How long after the first member comes back a node waits for a majority before it elects
+/// again anyway (shorter than the fast profile's 50 ms probe interval).
+pub const REJOIN_SETTLE: Duration = Duration::from_millis(40);
+
+/// Where the node stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Hearing the cluster (or never had enough peers to tell).
+    Connected,
+    /// Every other member lost at once.
+    Isolated {
+        /// Since when.
+        since: Instant,
+        /// The members live within the bound before, this node included.
+        known: usize,
+        /// When the first of them came back, if one has.
+        first_back: Option<Instant>,
+    },
+}
+
+/// The isolation state machine (see the [module docs](self)).
+#[derive(Debug, Clone)]
+pub struct Isolation {
+    state: State,
+    /// When each other member was last seen live.
+    last_live: BTreeMap<String, Instant>,
+    /// Isolations entered, for `/status` and tests.
+    entered: u64,
+}
+
+impl Default for Isolation {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Isolation {
+    /// Connected, knowing nobody.
+    pub fn new() -> Self {
+        Self {
+            state: State::Connected,
+            last_live: BTreeMap::new(),
+            entered: 0,
+        }
+    }
+
+    /// Whether this node must stay silent now.
+    pub fn silenced(&self) -> bool {
+        matches!(self.state, State::Isolated { .. })
+    }
+
+    /// How many times this node found itself isolated.
+    pub fn entered(&self) -> u64 {
+        self.entered
+    }
+
+    /// A gossip view at `now` (this node is `me`). Returns whether [`silenced`](Self::silenced)
+    /// changed.
+    pub fn observe(&mut self, now: Instant, me: &str, members: &[Member]) -> bool {
+        let before = self.silenced();
+        let live: BTreeSet<&str> = members
+            .iter()
+            .filter(|m| m.name != me && m.live())
+            .map(|m| m.name.as_str())
+            .collect();
+        for name in &live {
+            self.last_live.insert((*name).to_string(), now);
+        }
+        // A member that left gracefully is not lost: it does not count.
+        for m in members.iter().filter(|m| m.state == MemberState::Left) {
+            self.last_live.remove(&m.name);
+        }
+        let recent = self
+            .last_live
+            .values()
+            .filter(|at| now.saturating_duration_since(**at) <= ISOLATION_BOUND)
+            .count();
+        self.last_live
+            .retain(|_, at| now.saturating_duration_since(*at) <= ISOLATION_BOUND);
+        match &mut self.state {
+            State::Connected => {
+                if live.is_empty() && recent >= MIN_PEERS {
+                    self.entered += 1;
+                    self.state = State::Isolated {
+                        since: now,
+                        known: recent + 1,
+                        first_back: None,
+                    };
+                }
+            }
+            State::Isolated {
+                known, first_back, ..
+            } => {
+                if live.is_empty() {
+                    *first_back = None;
+                } else if (live.len() + 1) * 2 > *known {
+                    self.state = State::Connected;
+                } else if first_back.is_none() {
+                    *first_back = Some(now);
+                }
+            }
+        }
+        self.expire(now);
+        before != self.silenced()
+    }
+
+    /// Time passed. Returns whether [`silenced`](Self::silenced) changed.
+    pub fn handle_timeout(&mut self, now: Instant) -> bool {
+        let before = self.silenced();
+        self.expire(now);
+        before != self.silenced()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should run next, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match &self.state {
+            State::Connected => None,
+            State::Isolated {
+                since, first_back, ..
+            } => {
+                let bound = *since + ISOLATION_BOUND;
+                Some(first_back.map_or(bound, |at| bound.min(at + REJOIN_SETTLE)))
+            }
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        if self.poll_timeout().is_some_and(|at| now >= at) {
+            self.state = State::Connected;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MemberState::{Alive, Dead, Left, Suspect};
+
+    fn view(states: &[(&str, MemberState)]) -> Vec<Member> {
+        states
+            .iter()
+            .map(|(name, state)| Member {
+                name: (*name).into(),
+                addr: "198.18.0.1:7946".parse().unwrap(),
+                state: *state,
+                meta: Default::default(),
+            })
+            .collect()
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn losing_every_peer_isolates_until_a_majority_is_back() {
+        let t0 = Instant::now();
+        let mut i = Isolation::new();
+        assert!(!i.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)])));
+        // One by one, as the gossip reports them: suspect is still live.
+        i.observe(
+            t0 + 100 * MS,
+            "a",
+            &view(&[("a", Alive), ("b", Dead), ("c", Suspect)]),
+        );
+        assert!(!i.silenced());
+        assert!(i.observe(
+            t0 + 250 * MS,
+            "a",
+            &view(&[("a", Alive), ("b", Dead), ("c", Dead)])
+        ));
+        assert!(i.silenced());
+        assert_eq!(i.poll_timeout(), Some(t0 + 250 * MS + ISOLATION_BOUND));
+        // Still alone some seconds later (the link is down): still silent.
+        assert!(!i.observe(
+            t0 + 3000 * MS,
+            "a",
+            &view(&[("a", Alive), ("b", Dead), ("c", Dead)])
+        ));
+        assert!(!i.handle_timeout(t0 + 3000 * MS));
+        assert!(i.silenced());
+        // The merge: both back at once.
+        assert!(i.observe(
+            t0 + 4000 * MS,
+            "a",
+            &view(&[("a", Alive), ("b", Alive), ("c", Alive)])
+        ));
+        assert!(!i.silenced());
+        assert_eq!(i.poll_timeout(), None);
+        assert_eq!(i.entered(), 1);
+    }
+
+    #[test]
+    fn a_partial_merge_waits_a_settle_bound_shorter_than_a_probe_interval() {
+        let t0 = Instant::now();
+        let mut i = Isolation::new();
+        let all = [
+            ("a", Alive),
+            ("b", Alive),
+            ("c", Alive),
+            ("d", Alive),
+            ("e", Alive),
+        ];
+        i.observe(t0, "a", &view(&all));
+        let alone = [
+            ("a", Alive),
+            ("b", Dead),
+            ("c", Dead),
+            ("d", Dead),
+            ("e", Dead),
+        ];
+        assert!(i.observe(t0 + 300 * MS, "a", &view(&alone)));
+        // One of five back: 2 of 5 is no majority; the settle bound starts.
+        let one = [
+            ("a", Alive),
+            ("b", Alive),
+            ("c", Dead),
+            ("d", Dead),
+            ("e", Dead),
+        ];
+        let back = t0 + 2000 * MS;
+        assert!(!i.observe(back, "a", &view(&one)));
+        assert_eq!(i.poll_timeout(), Some(back + REJOIN_SETTLE));
+        assert!(!i.handle_timeout(back + REJOIN_SETTLE - MS));
+        assert!(i.handle_timeout(back + REJOIN_SETTLE));
+        assert!(!i.silenced());
+    }
+
+    #[test]
+    fn the_last_survivor_answers_again_after_the_bound() {
+        let t0 = Instant::now();
+        let mut i = Isolation::new();
+        i.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
+        assert!(i.observe(t0, "a", &view(&[("a", Alive), ("b", Dead), ("c", Dead)])));
+        assert!(!i.handle_timeout(t0 + ISOLATION_BOUND - MS));
+        assert!(i.handle_timeout(t0 + ISOLATION_BOUND));
+        assert!(!i.silenced());
+        // The same view again does not isolate anew: the peers were lost too long ago.
+        assert!(!i.observe(
+            t0 + ISOLATION_BOUND + 1000 * MS,
+            "a",
+            &view(&[("a", Alive), ("b", Dead), ("c", Dead)])
+        ));
+    }
+
+    #[test]
+    fn two_node_clusters_and_graceful_leaves_never_isolate() {
+        let t0 = Instant::now();
+        let mut pair = Isolation::new();
+        pair.observe(t0, "a", &view(&[("a", Alive), ("b", Alive)]));
+        assert!(!pair.observe(t0 + MS, "a", &view(&[("a", Alive), ("b", Dead)])));
+        let mut rolling = Isolation::new();
+        rolling.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
+        rolling.observe(
+            t0 + MS,
+            "a",
+            &view(&[("a", Alive), ("b", Left), ("c", Alive)]),
+        );
+        assert!(!rolling.observe(
+            t0 + 2 * MS,
+            "a",
+            &view(&[("a", Alive), ("b", Left), ("c", Dead)])
+        ));
+        assert!(!rolling.silenced());
+    }
+}
