@@ -10,7 +10,8 @@
 //!   shows them, one operation per Service, bounded in flight, backoff per Service.
 //! - `writer`: the task that runs them: a watch of this node's ServiceL2Status objects (label
 //!   `metallb.io/node=<node>`, as MetalLB's status controller filters), and the writes.
-//! - `events`: the `nodeAssigned` Event queue and its workers.
+//! - `events`: the Event queue and its workers (`nodeAssigned`, and `vigilOwnerMoved` when
+//!   an IP moved here from another node).
 //! - [`sweep`]: a lost node's statuses, removed by the survivors (its own writer is gone
 //!   with its host).
 
@@ -127,6 +128,10 @@ impl StatusSink for K8sSink {
                 self.events.node_assigned(service);
             }
         }
+    }
+
+    fn ownership_changed(&mut self, change: &vigil_speaker::core::OwnershipChange) {
+        self.events.owner_moved(change);
     }
 
     fn members(&mut self, members: &[Member]) {
