@@ -110,6 +110,10 @@ pub struct SpeakerArgs {
     /// MetalLB's TLS flags for the metrics port (`vigil_observe::tls`).
     #[command(flatten)]
     pub tls: vigil_observe::tls::TlsArgs,
+    /// vigil's split-brain guard, off by default as MetalLB has none: a node announces only
+    /// while it sees a majority of the speaker Pods' nodes live in its gossip view.
+    #[arg(long = "majority-guard", env = "VIGIL_MAJORITY_GUARD", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub majority_guard: bool,
 }
 
 /// The largest `--gratuitous-arp-interval` MetalLB accepts (a Go `int32`).
@@ -202,6 +206,8 @@ pub struct SpeakerSettings {
     pub gratuitous_arp_interval: Option<std::time::Duration>,
     /// Settings accepted without effect, to be logged once.
     pub inactive: Vec<Inactive>,
+    /// `--majority-guard`: the expected members are the speaker Pods' nodes.
+    pub majority_guard: bool,
 }
 
 /// A setting that cannot work, naming the flag and variable.
@@ -321,6 +327,12 @@ impl SpeakerArgs {
             }
             _ => None,
         };
+        if self.majority_guard && memberlist.is_none() {
+            return Err(invalid(
+                "--majority-guard / VIGIL_MAJORITY_GUARD",
+                "needs memberlist (--ml-bindaddr and --ml-labels): the speaker Pods it selects are the members a majority is counted of".into(),
+            ));
+        }
         Ok(SpeakerSettings {
             node_name,
             pod_name: set(&self.pod_name).map(str::to_string),
@@ -334,6 +346,7 @@ impl SpeakerArgs {
             kubeconfig: self.kubeconfig.clone(),
             gratuitous_arp_interval,
             inactive,
+            majority_guard: self.majority_guard,
         })
     }
 

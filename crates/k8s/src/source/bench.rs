@@ -90,6 +90,8 @@ impl KeyedBench {
             slices_of: Default::default(),
             sent: Default::default(),
             seeds: Vec::new(),
+            majority_guard: false,
+            expected_members: None,
         };
         let initial = builder.initial();
         let bench = Self {

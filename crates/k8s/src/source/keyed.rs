@@ -51,6 +51,10 @@ pub(crate) struct Builder {
     /// What the speaker was sent, by Service id: the keyed state.
     pub(crate) sent: BTreeMap<String, ServiceSpec>,
     pub(crate) seeds: Vec<String>,
+    /// `--majority-guard`: the expected members are counted from the speaker Pods.
+    pub(crate) majority_guard: bool,
+    /// The expected members in force (`None` without the guard).
+    pub(crate) expected_members: Option<usize>,
 }
 
 /// `namespace/name` into an [`ObjectRef`].
@@ -71,9 +75,10 @@ impl Builder {
         let changes = self.translate_keys(all);
         let seeds = self.compute_seeds();
         self.seeds = seeds.clone();
+        self.expected_members = self.compute_expected_members();
         DesiredState {
             services: changes.upserts,
-            expected_members: None,
+            expected_members: self.expected_members,
             seeds,
             labels: BTreeMap::new(),
             shared_vips: SharedVips::PerService,
@@ -115,11 +120,21 @@ impl Builder {
                 }
             }
             self.write_state().await;
-            if changes.is_empty() {
+            let expected = self.compute_expected_members();
+            if changes.is_empty() && expected == self.expected_members {
                 continue;
             }
             self.counters.count_applied();
-            if tx.send(DesiredUpdate::Changes(changes)).await.is_err() {
+            let update = if expected == self.expected_members {
+                DesiredUpdate::Changes(changes)
+            } else {
+                // The guard's count moved (a node added or removed for good): the changes
+                // are in `sent` already; a whole state carries the new count.
+                info!(event = "expected_members_changed", before = ?self.expected_members, now = ?expected, "split-brain guard: expected members changed");
+                self.expected_members = expected;
+                DesiredUpdate::Whole(self.whole_state())
+            };
+            if tx.send(update).await.is_err() {
                 return;
             }
         }
@@ -322,6 +337,41 @@ impl Builder {
         seeds.sort();
         seeds.dedup();
         seeds
+    }
+
+    /// The split-brain guard's expected members: the nodes of the speaker Pods (those
+    /// `--ml-labels` selects, this node included), `None` without `--majority-guard`.
+    ///
+    /// Why the speaker Pods: a DaemonSet's Pods tolerate unreachable and not-ready Nodes, so
+    /// a node that is lost or partitioned keeps its Pod (and its place in the count) until the
+    /// Node is deleted; a partition therefore never shrinks the count on either side, and the
+    /// side that cannot reach the API server keeps the last list it had. The count moves only
+    /// when a node joins or is removed for good.
+    pub(crate) fn compute_expected_members(&self) -> Option<usize> {
+        if !self.majority_guard {
+            return None;
+        }
+        let node_list = self.stores.nodes.state();
+        let nodes = node_map(node_list.iter().map(AsRef::as_ref));
+        let pods = self.stores.pods.state();
+        let mut names: BTreeSet<String> =
+            peers(pods.iter().map(AsRef::as_ref), &nodes, &self.options)
+                .into_iter()
+                .map(|p| p.node.unwrap_or_else(|| p.addr.to_string()))
+                .collect();
+        names.insert(self.options.node_name.clone());
+        Some(names.len())
+    }
+
+    /// The whole desired state as sent so far.
+    fn whole_state(&self) -> DesiredState {
+        DesiredState {
+            services: self.sent.values().cloned().collect(),
+            expected_members: self.expected_members,
+            seeds: self.seeds.clone(),
+            labels: BTreeMap::new(),
+            shared_vips: SharedVips::PerService,
+        }
     }
 
     /// Every Service translated whole, its slices found by scanning every slice (not

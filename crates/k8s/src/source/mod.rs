@@ -223,6 +223,8 @@ pub async fn start(
         slices_of: Default::default(),
         sent: Default::default(),
         seeds: Vec::new(),
+        majority_guard: settings.majority_guard,
+        expected_members: None,
     };
     let initial = builder.initial();
     builder.write_state().await;
