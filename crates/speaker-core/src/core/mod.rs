@@ -31,6 +31,7 @@
 //!   the leave) is handed over, the others go silent, the node leaves, and the addresses come
 //!   off once the successors are heard (or at the bound); then [`Action::Stopped`].
 
+pub mod claims;
 mod election;
 mod health;
 pub mod isolation;
@@ -63,6 +64,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 use vigil_l2::Vip;
+use vigil_l2::wire::ethernet::Address as EthernetAddress;
 use vigil_lb::NodeMeta;
 
 /// How long a node keeps answering for a VIP whose successor has not been heard claiming it.
@@ -236,6 +238,8 @@ pub struct SpeakerCore {
     timeline: Timeline,
     /// Whether every other member was lost at once (then this node answers for nothing).
     isolation: isolation::Isolation,
+    /// Other hosts' claims on VIPs announced here, reported once per VIP change.
+    claims: claims::ClaimLog,
     /// The time of the last input that carried one (inputs without a time, such as a
     /// health flip, are dated by it).
     clock: Instant,
@@ -265,6 +269,7 @@ impl SpeakerCore {
             actions: VecDeque::new(),
             timeline: Timeline::new(settings.node_name.clone()),
             isolation: isolation::Isolation::new(),
+            claims: claims::ClaimLog::default(),
             clock: now,
         };
         let meta = core.meta();
@@ -478,6 +483,14 @@ impl SpeakerCore {
             }
         }
         self.resync(now, Trigger::FirstJoin);
+    }
+
+    /// Another host claimed `vip`, which this node announces (the announcer's
+    /// `Event::Claimed`): `Some(n)` when the caller should report it now, `n` claims heard for
+    /// the VIP since the last report; `None` while it is the same conflict (see [`claims`]).
+    pub fn note_claim(&mut self, now: Instant, vip: IpAddr, by: EthernetAddress) -> Option<u64> {
+        self.tick(now);
+        self.claims.claimed(now, vip, by)
     }
 
     /// What the announcer reported. A VIP handed over to its successor loses its address,
@@ -754,6 +767,9 @@ impl SpeakerCore {
         let mut handing_over = Vec::new();
         let mut addresses = Vec::new();
         for change in &changes {
+            if let Change::Taken { vip, .. } | Change::Released { vip, .. } = change {
+                self.claims.changed(*vip);
+            }
             match change {
                 Change::Taken {
                     vip,
