@@ -15,11 +15,16 @@
 //!   gone. The core is the Service cache; pools and namespaces have reflector stores, whose
 //!   whole content the core takes on each change.
 //! - A write that failed is handed back to the core after a pause ([`RETRY_AFTER`]).
+//! - Rights MetalLB's RBAC does not grant degrade, never stop the allocation: Events go to
+//!   core/v1 when events.k8s.io is refused, a pool status is `update`d when `patch` is
+//!   refused, and a write refused both ways is skipped from then on; each is counted and
+//!   logged once ([`ControllerState`]).
 
 use crate::core::{AllocatorCore, Write, WriteId, WriteResult, pool_status};
 use crate::events::{ServiceEvent, Severity};
 use crate::fence::Leadership;
 use crate::service;
+use crate::state::{ControllerState, Degraded};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -77,6 +82,7 @@ pub(crate) async fn lead(
     client: Client,
     cfg: LeadConfig,
     fence: Leadership,
+    state: ControllerState,
     stop: impl Future<Output = ()> + Send,
 ) {
     let (pool_store, pool_writer) = reflector::store();
@@ -111,7 +117,13 @@ pub(crate) async fn lead(
         },
     );
     let (event_tx, event_rx) = mpsc::channel(EVENT_QUEUE);
-    let event_task = tokio::spawn(publish_events(recorder, fence.clone(), event_rx));
+    let event_task = tokio::spawn(publish_events(
+        recorder,
+        CoreEvents::new(client.clone(), &cfg.identity),
+        fence.clone(),
+        state.clone(),
+        event_rx,
+    ));
 
     let mut core = AllocatorCore::new(cfg.lb_class.clone());
     let mut writes: JoinSet<Done> = JoinSet::new();
@@ -126,6 +138,8 @@ pub(crate) async fn lead(
         client: client.clone(),
         namespace: cfg.namespace.clone(),
         fence,
+        state: state.clone(),
+        pool_rights: Arc::default(),
     };
     loop {
         let mut config_changed = false;
@@ -179,6 +193,7 @@ pub(crate) async fn lead(
                 pool_store.state().iter().map(|p| (**p).clone()),
                 namespace_labels(&ns_store),
             );
+            state.set_pools(core.config_error().map(str::to_string));
         }
         while writes.len() < MAX_WRITES_IN_FLIGHT {
             let Some(write) = core.poll_write() else {
@@ -235,6 +250,18 @@ struct Writer {
     client: Client,
     namespace: String,
     fence: Leadership,
+    state: ControllerState,
+    /// How pool status may be written, as learnt from refusals.
+    pool_rights: Arc<std::sync::atomic::AtomicU8>,
+}
+
+/// [`Writer::pool_rights`]: `patch` allowed (or not refused yet), only `update`, neither.
+const POOL_STATUS_PATCH: u8 = 0;
+const POOL_STATUS_UPDATE: u8 = 1;
+const POOL_STATUS_NONE: u8 = 2;
+
+fn forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_forbidden())
 }
 
 impl Writer {
@@ -275,20 +302,82 @@ impl Writer {
             debug!(pool = %name, error = %e, "not written");
             return Done::Write(id, WriteResult::Failed);
         }
+        use std::sync::atomic::Ordering::Relaxed;
         let api: Api<IPAddressPool> = Api::namespaced(self.client.clone(), &self.namespace);
-        let patch = serde_json::json!({ "status": pool_status::status_of(counters) });
-        let pp = PatchParams::apply(FIELD_MANAGER);
-        let result = match api.patch_status(&name, &pp, &Patch::Merge(&patch)).await {
+        let status = pool_status::status_of(counters);
+        let mut written = Err(None);
+        if self.pool_rights.load(Relaxed) == POOL_STATUS_PATCH {
+            let patch = serde_json::json!({ "status": status });
+            let pp = PatchParams::apply(FIELD_MANAGER);
+            written = api
+                .patch_status(&name, &pp, &Patch::Merge(&patch))
+                .await
+                .map_err(Some);
+            if written
+                .as_ref()
+                .is_err_and(|e| e.as_ref().is_some_and(forbidden))
+            {
+                // MetalLB's role grants `update` of ipaddresspools/status only.
+                self.pool_rights.store(POOL_STATUS_UPDATE, Relaxed);
+            }
+        }
+        if self.pool_rights.load(Relaxed) == POOL_STATUS_UPDATE {
+            if self.state.count(Degraded::PoolStatusUpdate) {
+                warn!(
+                    event = "pool_status_update",
+                    "patch of ipaddresspools/status refused: pool status is written with update"
+                );
+            }
+            written = self
+                .pool_status_update(&api, &name, status)
+                .await
+                .map_err(Some);
+            if written
+                .as_ref()
+                .is_err_and(|e| e.as_ref().is_some_and(forbidden))
+            {
+                self.pool_rights.store(POOL_STATUS_NONE, Relaxed);
+            }
+        }
+        if self.pool_rights.load(Relaxed) == POOL_STATUS_NONE {
+            if self.state.count(Degraded::PoolStatusSkipped) {
+                warn!(
+                    event = "pool_status_skipped",
+                    "neither patch nor update of ipaddresspools/status is allowed: pool status is not written (allocation goes on)"
+                );
+            }
+            // Failed: asked again after a pause, and skipped again without a request.
+            return Done::Write(id, WriteResult::Failed);
+        }
+        let result = match written {
             Ok(stored) => WriteResult::Written {
                 resource_version: stored.metadata.resource_version,
                 uid: stored.metadata.uid,
             },
-            Err(e) => {
+            Err(Some(e)) => {
                 warn!(pool = %name, error = %e, "pool status");
                 failure(&e)
             }
+            Err(None) => WriteResult::Failed,
         };
         Done::Write(id, result)
+    }
+
+    /// The status written with `update`, over the pool as read now (MetalLB's way).
+    async fn pool_status_update(
+        &self,
+        api: &Api<IPAddressPool>,
+        name: &str,
+        status: vigil_metallb::crd::IPAddressPoolStatus,
+    ) -> Result<IPAddressPool, kube::Error> {
+        let mut pool = api.get_status(name).await?;
+        pool.status = Some(status);
+        pool.metadata.managed_fields = None;
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        api.replace_status(name, &pp, &pool).await
     }
 }
 
@@ -301,29 +390,124 @@ fn failure(e: &kube::Error) -> WriteResult {
     }
 }
 
+/// Which API the events go to, as learnt from refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventApi {
+    /// events.k8s.io/v1 (kube's recorder).
+    EventsV1,
+    /// core/v1, as MetalLB's controller writes them (its RBAC grants only these).
+    CoreV1,
+    /// Neither is allowed: events are skipped.
+    None,
+}
+
 /// Publishes the core's events in order, each behind the fence.
 async fn publish_events(
     recorder: Recorder,
+    core_events: CoreEvents,
     fence: Leadership,
+    state: ControllerState,
     mut events: mpsc::Receiver<(Arc<Service>, ServiceEvent)>,
 ) {
+    let mut api = EventApi::EventsV1;
     while let Some((svc, ev)) = events.recv().await {
         if let Err(e) = fence.check().await {
             debug!(reason = ev.reason, error = %e, "event not published");
             continue;
         }
-        let event = Event {
-            type_: match ev.severity {
-                Severity::Normal => EventType::Normal,
-                Severity::Warning => EventType::Warning,
-            },
-            reason: ev.reason.to_string(),
-            note: Some(ev.note.clone()),
-            action: "Allocate".into(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&event, &svc.object_ref(&())).await {
-            warn!(error = %e, reason = ev.reason, "event");
+        if api == EventApi::EventsV1 {
+            match publish_v1(&recorder, &svc, &ev).await {
+                Err(e) if forbidden(&e) => api = EventApi::CoreV1,
+                Err(e) => warn!(error = %e, reason = ev.reason, "event"),
+                Ok(()) => {}
+            }
         }
+        if api == EventApi::CoreV1 {
+            if state.count(Degraded::EventCoreV1) {
+                warn!(
+                    event = "events_core_v1",
+                    "events.k8s.io refused: events are written as core/v1 Events"
+                );
+            }
+            match core_events.publish(&svc, &ev).await {
+                Err(e) if forbidden(&e) => api = EventApi::None,
+                Err(e) => warn!(error = %e, reason = ev.reason, "event"),
+                Ok(()) => {}
+            }
+        }
+        if api == EventApi::None && state.count(Degraded::EventSkipped) {
+            warn!(
+                event = "events_skipped",
+                "neither events.k8s.io nor core/v1 events may be created: events are not written (allocation goes on)"
+            );
+        }
+    }
+}
+
+async fn publish_v1(recorder: &Recorder, svc: &Service, ev: &ServiceEvent) -> kube::Result<()> {
+    let event = Event {
+        type_: match ev.severity {
+            Severity::Normal => EventType::Normal,
+            Severity::Warning => EventType::Warning,
+        },
+        reason: ev.reason.to_string(),
+        note: Some(ev.note.clone()),
+        action: "Allocate".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &svc.object_ref(&())).await
+}
+
+/// core/v1 Events, written as client-go's recorder writes them (a new Event per call,
+/// named after the Service).
+struct CoreEvents {
+    client: Client,
+    instance: String,
+}
+
+impl CoreEvents {
+    fn new(client: Client, instance: &str) -> Self {
+        Self {
+            client,
+            instance: instance.to_string(),
+        }
+    }
+
+    async fn publish(&self, svc: &Service, ev: &ServiceEvent) -> kube::Result<()> {
+        use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+        let ns = svc.metadata.namespace.clone().unwrap_or_default();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = CoreEvent {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}.", svc.name_any())),
+                namespace: Some(ns.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: svc.object_ref(&()),
+            reason: Some(ev.reason.to_string()),
+            message: Some(ev.note.clone()),
+            type_: Some(
+                match ev.severity {
+                    Severity::Normal => "Normal",
+                    Severity::Warning => "Warning",
+                }
+                .into(),
+            ),
+            source: Some(EventSource {
+                component: Some(FIELD_MANAGER.into()),
+                host: None,
+            }),
+            reporting_component: Some(FIELD_MANAGER.into()),
+            reporting_instance: Some(self.instance.clone()),
+            action: Some("Allocate".into()),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            event_time: Some(MicroTime(now)),
+            count: Some(1),
+            ..CoreEvent::default()
+        };
+        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &ns);
+        api.create(&PostParams::default(), &event).await.map(|_| ())
     }
 }

@@ -37,9 +37,13 @@ pub enum FenceError {
 }
 
 /// Who holds the election Lease, as this replica may act on it. Cheap to clone.
+///
+/// Without a Lease ([`Leadership::sole`]: the controller may not use Leases, as under
+/// MetalLB's own RBAC) the replica is taken to be the only one, as MetalLB's controller is,
+/// and every write goes through.
 #[derive(Clone)]
 pub struct Leadership {
-    inner: Arc<Inner>,
+    inner: Option<Arc<Inner>>,
 }
 
 struct Inner {
@@ -65,10 +69,13 @@ impl Drop for Inner {
 
 impl std::fmt::Debug for Leadership {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(inner) = &self.inner else {
+            return f.write_str("Leadership(sole replica, no Lease)");
+        };
         f.debug_struct("Leadership")
-            .field("identity", &self.inner.identity)
-            .field("lease", &self.inner.lease_name)
-            .field("elected", &*self.inner.elected.borrow())
+            .field("identity", &inner.identity)
+            .field("lease", &inner.lease_name)
+            .field("elected", &*inner.elected.borrow())
             .finish_non_exhaustive()
     }
 }
@@ -104,7 +111,7 @@ impl Leadership {
             }
         });
         Self {
-            inner: Arc::new(Inner {
+            inner: Some(Arc::new(Inner {
                 identity: identity.to_string(),
                 lease_name: lease_name.to_string(),
                 grace_seconds,
@@ -113,18 +120,30 @@ impl Leadership {
                 api,
                 until: tokio::sync::Mutex::new(None),
                 watch_task: task.abort_handle(),
-            }),
+            })),
         }
+    }
+
+    /// The fence of a replica that runs alone, without a Lease: it always leads.
+    pub fn sole() -> Self {
+        Self { inner: None }
+    }
+
+    /// Whether this replica is elected on a Lease (`false`: it runs alone).
+    pub fn is_replicated(&self) -> bool {
+        self.inner.is_some()
     }
 
     /// Whether the election says this replica leads (no read).
     pub fn is_elected(&self) -> bool {
-        *self.inner.elected.borrow()
+        self.inner.as_ref().is_none_or(|i| *i.elected.borrow())
     }
 
     /// Lets a write through: `Ok` only if this replica leads now.
     pub async fn check(&self) -> Result<(), FenceError> {
-        let inner = &self.inner;
+        let Some(inner) = &self.inner else {
+            return Ok(());
+        };
         if !self.is_elected() {
             return Err(FenceError::NotLeader);
         }
@@ -162,10 +181,11 @@ impl Leadership {
     }
 
     fn vouched_for(&self, lease: &Lease) -> Option<Duration> {
+        let inner = self.inner.as_ref()?;
         vouched_for(
             lease,
-            &self.inner.identity,
-            self.inner.grace_seconds,
+            &inner.identity,
+            inner.grace_seconds,
             Timestamp::now(),
         )
     }

@@ -24,6 +24,8 @@
 //! - [`events`]: MetalLB's Service events for a convergence (pure).
 //! - [`secret`]: the memberlist Secret in MetalLB's format.
 //! - [`rotation`]: the memberlist key rotating itself through the Secret's keyring.
+//! - [`state`]: the controller's ConfigurationState (pools, replication, BGP objects) and
+//!   its metrics.
 //! - [`webhook`]: MetalLB's admission and conversion webhooks, with their certificate.
 #![forbid(unsafe_code)]
 
@@ -36,8 +38,9 @@ pub mod leader;
 pub mod rotation;
 pub mod secret;
 pub mod service;
+pub mod state;
 pub mod webhook;
 
 pub use args::{Args, ArgsError, Settings};
 pub use driver::FIELD_MANAGER;
-pub use leader::{KeyRotation, RunError, run, run_with_rotation};
+pub use leader::{KeyRotation, RunError, run, run_with, run_with_rotation};

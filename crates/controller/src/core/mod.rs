@@ -64,6 +64,8 @@ pub struct AllocatorCore {
     namespaces: BTreeMap<String, Labels>,
     /// The last valid configuration.
     view: Option<ConfigView>,
+    /// Why the pools as cached now are not valid (MetalLB's ConfigurationState message).
+    config_error: Option<String>,
     /// `None` until the Services are listed and the pools form a valid configuration: then
     /// nothing is touched (MetalLB's controller waits the same way).
     alloc: Option<Allocator>,
@@ -90,6 +92,7 @@ impl AllocatorCore {
             pool_objects: Vec::new(),
             namespaces: BTreeMap::new(),
             view: None,
+            config_error: None,
             alloc: None,
             services_listed: false,
             pool_writes: PoolStatusWrites::default(),
@@ -100,6 +103,11 @@ impl AllocatorCore {
             queued: BTreeSet::new(),
             events: VecDeque::new(),
         }
+    }
+
+    /// Why the pools last given to [`Self::handle_config`] are not valid, if they are not.
+    pub fn config_error(&self) -> Option<&str> {
+        self.config_error.as_deref()
     }
 
     /// The IPs the allocator holds for `key`.
@@ -206,9 +214,11 @@ impl AllocatorCore {
             // Invalid: keep working with the last valid configuration.
             Err(e) => {
                 tracing::warn!(error = %e, "IPAddressPools are not valid; waiting for a valid configuration");
+                self.config_error = Some(format!("configuration error: {}", e.metallb_message()));
                 return;
             }
         };
+        self.config_error = None;
         if self.view.as_ref() == Some(&view) {
             return;
         }
