@@ -60,11 +60,45 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Serves `router` on `listener` until `shutdown` completes. Connections already accepted
 /// finish on their own (within [`CONNECTION_DEADLINE`]).
 pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
-    let router = limited(router);
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.keep_alive(false)
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
+    accept_loop(listener, shutdown, |stream| {
+        let router = router.clone();
+        async move { answer(stream, router).await }
+    })
+    .await;
+}
+
+/// [`serve`] over TLS: each connection's handshake must end within [`HEADER_TIMEOUT`], and
+/// counts towards its [`CONNECTION_DEADLINE`]. A failed handshake closes the connection.
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: std::sync::Arc<rustls::ServerConfig>,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    accept_loop(listener, shutdown, |stream| {
+        let (acceptor, router) = (acceptor.clone(), router.clone());
+        async move {
+            let handshake = tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await;
+            match handshake {
+                Ok(Ok(stream)) => answer(stream, router).await,
+                Ok(Err(e)) => {
+                    tracing::debug!(event = "tls_handshake_failed", error = %e, "TLS handshake failed");
+                }
+                Err(_) => tracing::debug!(event = "tls_handshake_timeout", "TLS handshake too slow"),
+            }
+        }
+    })
+    .await;
+}
+
+/// Accepts until `shutdown`, handing each connection to `handle` on a task of its own that
+/// may last [`CONNECTION_DEADLINE`].
+async fn accept_loop<F, Fut>(listener: TcpListener, shutdown: impl Future<Output = ()>, handle: F)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -78,15 +112,25 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
             },
             () = &mut shutdown => return,
         };
-        let connection = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(router.clone()),
-        );
+        let connection = handle(stream);
         tokio::spawn(async move {
             // A client that does not finish in time is cut off; nothing to report.
             let _ = tokio::time::timeout(CONNECTION_DEADLINE, connection).await;
         });
     }
+}
+
+/// One request on `stream`, answered by `router` with the server's limits, then a close.
+async fn answer<S>(stream: S, router: Router)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.keep_alive(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    let service = TowerToHyperService::new(limited(router));
+    let _ = http.serve_connection(TokioIo::new(stream), service).await;
 }
 
 /// The router with the server's limits on it.

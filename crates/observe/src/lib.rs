@@ -31,6 +31,7 @@
 pub mod admin;
 pub mod http;
 pub mod metrics;
+pub mod secure;
 pub mod tls;
 
 pub use admin::{AdminToken, Guard, TokenError};

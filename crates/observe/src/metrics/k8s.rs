@@ -28,32 +28,64 @@ pub struct K8sClientMetrics {
     pub keyed_state_differences: u64,
 }
 
-impl Collector for K8sClientMetrics {
+/// MetalLB's four `metallb_k8s_client_*` families alone: what the controller exports (the
+/// speaker's [`K8sClientMetrics`] adds its keyed-state checks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetalLbClientMetrics {
+    /// Kubernetes object updates (reconciles) processed.
+    pub updates: u64,
+    /// Updates that failed.
+    pub update_errors: u64,
+    /// The configuration was loaded at least once.
+    pub config_loaded: bool,
+    /// The latest configuration failed to load; the last good one is in force.
+    pub config_stale: bool,
+}
+
+impl Collector for MetalLbClientMetrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        self.write(&mut enc)
+    }
+}
+
+impl MetalLbClientMetrics {
+    fn write(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         counter(
-            &mut enc,
+            enc,
             "metallb_k8s_client_updates",
             "Number of k8s object updates that have been processed.",
             self.updates,
         )?;
         counter(
-            &mut enc,
+            enc,
             "metallb_k8s_client_update_errors",
             "Number of k8s object updates that failed for some reason.",
             self.update_errors,
         )?;
         gauge(
-            &mut enc,
+            enc,
             "metallb_k8s_client_config_loaded_bool",
             "1 if the MetalLB configuration was successfully loaded at least once.",
             u64::from(self.config_loaded),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "metallb_k8s_client_config_stale_bool",
             "1 if running on a stale configuration, because the latest config failed to load.",
             u64::from(self.config_stale),
-        )?;
+        )
+    }
+}
+
+impl Collector for K8sClientMetrics {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        MetalLbClientMetrics {
+            updates: self.updates,
+            update_errors: self.update_errors,
+            config_loaded: self.config_loaded,
+            config_stale: self.config_stale,
+        }
+        .write(&mut enc)?;
         counter(
             &mut enc,
             "vigil_k8s_keyed_state_checks",

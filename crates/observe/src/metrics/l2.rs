@@ -98,13 +98,13 @@ impl Collector for L2Metrics {
         untyped(
             &mut enc,
             "metallb_layer2_responses_sent",
-            "Number of layer2 responses sent for owned IPs",
+            "Number of layer2 responses sent for owned IPs in response to requests",
             self.per_vip(|c| c.responses_sent),
         )?;
         untyped(
             &mut enc,
             "metallb_layer2_gratuitous_sent",
-            "Number of gratuitous layer2 packets sent for owned IPs",
+            "Number of gratuitous layer2 packets sent for owned IPs as a result of failovers",
             self.per_vip(|c| c.gratuitous_sent),
         )?;
         let a = &self.stats.announcer;

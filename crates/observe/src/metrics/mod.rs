@@ -11,10 +11,12 @@
 //! ```
 //!
 //! Names: MetalLB's where MetalLB has the metric (`metallb_speaker_announced`,
-//! `metallb_layer2_*`, `metallb_k8s_client_*`, so its dashboards work unchanged), `vigil_<part>_*` otherwise. Counters
-//! end in `_total` (added by the encoder), except MetalLB's three `metallb_layer2_*` counters,
-//! which MetalLB exports without the suffix; they are written untyped so their names stay
-//! exactly MetalLB's.
+//! `metallb_layer2_*`, `metallb_k8s_client_*`, `metallb_allocator_*`, `process_*`, so its
+//! dashboards and alerts work unchanged), `vigil_<part>_*` otherwise. Counters end in `_total`
+//! (added by the encoder), except MetalLB's three `metallb_layer2_*` counters, which MetalLB
+//! exports as counters without the suffix: `prometheus-client` cannot name a counter so, so
+//! they are encoded untyped and [`Scrape::render`] writes their `# TYPE` line as `counter`
+//! ([`COUNTERS_WITHOUT_TOTAL`]).
 // Without the speaker's collectors (the controller's build) some shared encoders go unused.
 #![cfg_attr(
     not(feature = "speaker"),
@@ -24,6 +26,7 @@
 // The speaker's collectors read the gossip driver, the announcer and the speaker core; the
 // controller builds this crate without them (feature `speaker`, on by default) so that it
 // links none of the speaker's I/O.
+mod allocator;
 #[cfg(feature = "speaker")]
 mod election;
 #[cfg(feature = "speaker")]
@@ -33,18 +36,21 @@ mod gossip;
 mod k8s;
 #[cfg(feature = "speaker")]
 mod l2;
+mod process;
 #[cfg(feature = "speaker")]
 mod speaker;
 
+pub use allocator::{AllocatorMetrics, PoolFigures};
 #[cfg(feature = "speaker")]
 pub use election::ElectionMetrics;
 #[cfg(feature = "speaker")]
 pub use failover::{FailoverMetrics, STAGE_BUCKETS};
 #[cfg(feature = "speaker")]
 pub use gossip::{GossipMetrics, MemberCounts, MemberEventCounts};
-pub use k8s::{K8sClientMetrics, StatusWriterMetrics, WriteCounts};
+pub use k8s::{K8sClientMetrics, MetalLbClientMetrics, StatusWriterMetrics, WriteCounts};
 #[cfg(feature = "speaker")]
 pub use l2::L2Metrics;
+pub use process::{ProcessMetrics, Stat as ProcessStat};
 #[cfg(feature = "speaker")]
 pub use speaker::{LocalAddressMetrics, SpeakerMetrics};
 #[cfg(feature = "speaker")]
@@ -89,6 +95,12 @@ impl Scrape {
         // Writing to a String cannot fail, and the collectors only write.
         prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
             .expect("encoding into a String");
+        for name in COUNTERS_WITHOUT_TOTAL {
+            let untyped = format!("# TYPE {name} untyped\n");
+            if out.contains(&untyped) {
+                out = out.replace(&untyped, &format!("# TYPE {name} counter\n"));
+            }
+        }
         out
     }
 
@@ -97,6 +109,14 @@ impl Scrape {
         ([(header::CONTENT_TYPE, CONTENT_TYPE)], self.render()).into_response()
     }
 }
+
+/// MetalLB's counters whose names do not end in `_total`: encoded untyped (so the encoder
+/// adds no suffix), typed `counter` by [`Scrape::render`].
+pub const COUNTERS_WITHOUT_TOTAL: &[&str] = &[
+    "metallb_layer2_requests_received",
+    "metallb_layer2_responses_sent",
+    "metallb_layer2_gratuitous_sent",
+];
 
 /// A counter value written without a type, so its name gets no `_total` (MetalLB's names).
 #[derive(Debug)]
