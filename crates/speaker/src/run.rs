@@ -197,7 +197,7 @@ where
     }
     if let Some(addr) = settings.probe_listen {
         match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => http_tasks.push(tokio::spawn(http::serve(listener, state))),
+            Ok(listener) => http_tasks.push(tokio::spawn(http::serve_probes(listener, state))),
             Err(e) => {
                 warn!(event = "health_probe_bind_failed", %addr, error = %e, "cannot serve the health probes");
             }

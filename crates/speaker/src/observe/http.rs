@@ -1,7 +1,12 @@
 //! The speaker's HTTP routes on the shared server (`vigil_observe::http`): `/metrics`
 //! (`vigil_observe::metrics` collectors, one name per metric), `/healthz`, `/readyz` and
-//! `/status` (JSON, read by `vigil status`). All GET, open to whoever can reach the listen
-//! address (nothing secret: names, addresses, VIPs, counters).
+//! `/status` (JSON, read by `vigil status`). All GET.
+//!
+//! In Kubernetes mode the source asks for MetalLB's metrics port
+//! ([`SourceCounters::serve_securely`]): `/metrics` and `/status` over HTTPS, each request
+//! reviewed (`vigil_observe::secure`), and the probe port serves `/healthz` and `/readyz` only,
+//! as MetalLB's do. Otherwise every route is served on the listen address, open to whoever can
+//! reach it (nothing secret: names, addresses, VIPs, counters).
 
 use super::SourceCounters;
 use super::state::Shared;
@@ -42,6 +47,10 @@ impl HttpState {
 }
 
 const PATHS: &[&str] = &["/metrics", "/healthz", "/readyz", "/status"];
+/// The metrics port's routes when served securely (MetalLB's has no probes).
+const SECURE_PATHS: &[&str] = &["/metrics", "/status"];
+/// The probe port's routes.
+const PROBE_PATHS: &[&str] = &["/healthz", "/readyz"];
 
 /// The speaker's routes.
 pub fn router(state: HttpState) -> Router {
@@ -54,9 +63,31 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Serves the routes until the task is dropped.
+/// Serves the routes until the task is dropped: over HTTPS behind the review gate when the
+/// source asked for it, else every route in plain HTTP.
 pub async fn serve(listener: TcpListener, state: HttpState) {
-    server::serve(listener, router(state), std::future::pending()).await;
+    match state.reloads.secure_serving().cloned() {
+        Some(secure) => {
+            let routes = Router::new()
+                .route("/metrics", get(metrics))
+                .route("/status", get(status))
+                .fallback(server::not_found(SECURE_PATHS))
+                .with_state(state);
+            secure.serve(listener, routes, std::future::pending()).await;
+        }
+        None => server::serve(listener, router(state), std::future::pending()).await,
+    }
+}
+
+/// Serves the health probes alone until the task is dropped (the probe port: MetalLB's
+/// serves `/healthz` and `/readyz` and nothing else, unauthenticated).
+pub async fn serve_probes(listener: TcpListener, state: HttpState) {
+    let routes = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(server::not_found(PROBE_PATHS))
+        .with_state(state);
+    server::serve(listener, routes, std::future::pending()).await;
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {

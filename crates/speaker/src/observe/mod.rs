@@ -6,9 +6,10 @@ pub mod http;
 pub mod state;
 pub mod status_writes;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use vigil_observe::metrics::K8sClientMetrics;
+use vigil_observe::secure::SecureServing;
 
 /// Reloads a configuration source applied and rejected, shown in `/metrics`
 /// (`vigil_config_reloads_total`), and, for the Kubernetes source, MetalLB's
@@ -32,6 +33,8 @@ struct Inner {
     config_stale: AtomicBool,
     keyed_checks: AtomicU64,
     keyed_differences: AtomicU64,
+    /// Set by the Kubernetes speaker: the metrics port is served as MetalLB serves it.
+    secure: OnceLock<SecureServing>,
 }
 
 impl SourceCounters {
@@ -89,6 +92,18 @@ impl SourceCounters {
         self.inner
             .keyed_differences
             .fetch_add(differences, Ordering::Relaxed);
+    }
+
+    /// Serve the metrics port as MetalLB does (HTTPS, TokenReview and SubjectAccessReview on
+    /// every request; the probe port then serves only the probes). Set once, before the
+    /// runner starts; a later call is ignored.
+    pub fn serve_securely(&self, serving: SecureServing) {
+        let _ = self.inner.secure.set(serving);
+    }
+
+    /// How the metrics port is served securely, if it is.
+    pub fn secure_serving(&self) -> Option<&SecureServing> {
+        self.inner.secure.get()
     }
 
     /// MetalLB's Kubernetes client metrics, for a Kubernetes source only.
