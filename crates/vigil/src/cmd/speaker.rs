@@ -81,6 +81,10 @@ pub fn run(args: Args) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(2, e),
     };
+    let tls = match args.metallb.tls.settings() {
+        Ok(t) => t,
+        Err(e) => return fail(2, e),
+    };
     let exclusions = match InterfaceExclusions::read(&args.vigil.excludel2) {
         Ok(e) => e,
         Err(e) => return fail(2, format!("--excludel2 {e}")),
@@ -119,7 +123,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(1, format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(speak(settings, statics, args.vigil)) {
+    match runtime.block_on(speak(settings, statics, args.vigil, tls)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(event = "failed", error = %e, "vigil speaker failed");
@@ -174,13 +178,12 @@ fn static_settings(
     vigil: &VigilOptions,
     exclusions: &InterfaceExclusions,
 ) -> StaticSettings {
-    let (gossip_bind, http_addr) = match settings.memberlist.as_ref() {
-        Some(ml) => ((ml.bind_addr, ml.bind_port).into(), ml.bind_addr),
-        None => (
-            (std::net::Ipv4Addr::LOCALHOST, 0).into(),
-            std::net::Ipv4Addr::UNSPECIFIED.into(),
-        ),
+    let gossip_bind = match settings.memberlist.as_ref() {
+        Some(ml) => (ml.bind_addr, ml.bind_port).into(),
+        None => (std::net::Ipv4Addr::LOCALHOST, 0).into(),
     };
+    // MetalLB binds its metrics port on every IPv4 address (`metricsBindAddress`).
+    let http_addr = std::net::Ipv4Addr::UNSPECIFIED;
     StaticSettings {
         node_name: settings.node_name.clone(),
         gossip: GossipSettings {
@@ -212,10 +215,14 @@ async fn speak(
     mut settings: SpeakerSettings,
     statics: StaticSettings,
     vigil: VigilOptions,
+    tls: vigil_observe::tls::TlsSettings,
 ) -> Result<(), String> {
     let shutdown = super::shutdown_signal().map_err(|e| format!("signals: {e}"))?;
     let mut shutdown = std::pin::pin!(shutdown);
     let client = kube_client(settings.kubeconfig.as_deref()).await?;
+    // MetalLB's metrics port: HTTPS, every request reviewed by the API server.
+    let serving = vigil_observe::secure::SecureServing::new(&tls, client.clone())
+        .map_err(|e| e.to_string())?;
     // Key rotation: the keyring follows the Secret (vigil_k8s::keyring), not the file.
     let keyring = keyring_options(&mut settings, &vigil);
     let shared = vigil_k8s::source::Shared::default();
@@ -225,6 +232,7 @@ async fn speak(
         () = &mut shutdown => return Ok(()),
     };
     let (source, stores) = started.map_err(|e| format!("kubernetes: {e}"))?;
+    source.counters.serve_securely(serving);
     let target = vigil_k8s::sink::Target {
         client: client.clone(),
         namespace: settings.namespace.clone(),
