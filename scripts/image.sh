@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Builds vigil's container image without a Docker daemon: a statically linked `vigil` binary
-# (glibc, crt-static) in an image of its own with nothing else in it, built by buildah from
-# deploy/image/Containerfile. Then, where podman can run containers here, runs it once.
+# Builds vigil's container images without a Docker daemon: a statically linked `vigil` binary
+# (glibc, crt-static) in images of its own with nothing else in them, built by buildah from
+# deploy/image/Containerfile: vigil (ENTRYPOINT /usr/bin/vigil), and vigil-speaker and
+# vigil-controller (ENTRYPOINT /speaker and /controller, links to the same binary), the two
+# that replace MetalLB's images under MetalLB's own manifests or chart. Then, where podman can
+# run containers here, runs them once.
 #
-# Usage: scripts/image.sh [TAG]         (default tag: vigil:<workspace version>)
-# Output: the image in buildah/podman's local storage, and an OCI archive at
-#         target/image/vigil-<version>.oci.tar (for `skopeo copy` or `podman load`).
+# Usage: scripts/image.sh [TAG]         (default tag: vigil:<workspace version>; the other two
+#                                        are named vigil-speaker:<tag> and vigil-controller:<tag>)
+# Output: the images in buildah/podman's local storage, and OCI archives at
+#         target/image/vigil{,-speaker,-controller}-<version>.oci.tar (for `skopeo copy` or
+#         `podman load`).
 # Environment: VIGIL_IMAGE_STORAGE_DRIVER (default vfs, which works everywhere, including
 # inside a VM without overlay support).
 set -euo pipefail
@@ -41,19 +46,35 @@ if readelf -l "$bin" | grep -q INTERP || readelf -d "$bin" | grep -q NEEDED; the
   echo "image.sh: $bin is dynamically linked" >&2
   exit 1
 fi
-mkdir -p "$out/context"
-cp "$bin" "$out/context/vigil"
+rm -rf "$out/context"
+mkdir -p "$out/context/rootfs/usr/bin"
+cp "$bin" "$out/context/rootfs/usr/bin/vigil"
+# MetalLB's program names, as links: the binary runs the subcommand its name says.
+ln -s usr/bin/vigil "$out/context/rootfs/speaker"
+ln -s usr/bin/vigil "$out/context/rootfs/controller"
 echo "    $(du -h "$bin" | cut -f1) static binary in $((SECONDS - start)) s"
 
-echo "=== image $tag"
-buildah --storage-driver "$driver" build -q \
-  --file deploy/image/Containerfile --tag "$tag" \
-  --annotation org.opencontainers.image.version="$version" \
-  "$out/context" >/dev/null
-rm -f "$out/vigil-$version.oci.tar"
-buildah --storage-driver "$driver" push -q "$tag" "oci-archive:$out/vigil-$version.oci.tar:$tag"
-size=$(buildah --storage-driver "$driver" images --format '{{.Size}}' "$tag" | head -n 1)
-echo "    image size: $size (OCI archive $(du -h "$out/vigil-$version.oci.tar" | cut -f1))"
+name=${tag%%:*}
+tag_version=${tag#*:}
+[ "$tag_version" = "$tag" ] && tag_version=latest
+for target in vigil speaker controller; do
+  case $target in
+    vigil) image=$tag ;;
+    *) image=$name-$target:$tag_version ;;
+  esac
+  echo "=== image $image (target $target)"
+  buildah --storage-driver "$driver" build -q \
+    --file deploy/image/Containerfile --target "$target" --tag "$image" \
+    --annotation org.opencontainers.image.version="$version" \
+    "$out/context" >/dev/null
+  archive=$out/$(basename "${image%%:*}")-$version.oci.tar
+  rm -f "$archive"
+  buildah --storage-driver "$driver" push -q "$image" "oci-archive:$archive:$image"
+  size=$(buildah --storage-driver "$driver" images --format '{{.Size}}' "$image" | head -n 1)
+  echo "    image size: $size (OCI archive $(du -h "$archive" | cut -f1))"
+done
+speaker_image=$name-speaker:$tag_version
+controller_image=$name-controller:$tag_version
 
 echo "=== run it"
 # podman's default runtime here (crun) refuses hybrid cgroups and setting RLIMIT_NOFILE above
@@ -67,7 +88,10 @@ run+=(run --rm --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
   --cap-drop all --cap-add NET_RAW --read-only)
 if need podman && "${run[@]}" "$tag" --version; then
   "${run[@]}" "$tag" keygen >/dev/null
-  echo "    podman ran the image (only CAP_NET_RAW, read-only root)"
+  # MetalLB's way: the entrypoint alone with MetalLB's flags; --help parses and exits 0.
+  "${run[@]}" "$speaker_image" --help >/dev/null
+  "${run[@]}" "$controller_image" --port=9120 --log-level=info --help >/dev/null
+  echo "    podman ran the images (only CAP_NET_RAW, read-only root)"
 else
   echo "    podman cannot run containers on this machine; the image was built but not run"
 fi

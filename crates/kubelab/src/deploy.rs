@@ -405,6 +405,13 @@ pub const ACCESSES: &[Access] = &[
     named(access(Controller, "update", "", "secrets", Own, "rotation: the keyring written (resourceVersion precondition)"), MEMBERLIST_SECRET),
     named(access(Controller, "patch", "", "secrets", Own, "rotation: the keyring written"), MEMBERLIST_SECRET),
     named(access(Controller, "get", "apps", "deployments", Own, "secret: its own Deployment, the Secret's owner"), "vigil-controller"),
+    access(Controller, "create", "metallb.io", "configurationstates", Own, "state: ConfigurationState controller, first applied (server-side apply creates)"),
+    access(Controller, "patch", "metallb.io", "configurationstates", Own, "state: ConfigurationState controller (server-side apply)"),
+    status(access(Controller, "patch", "metallb.io", "configurationstates", Own, "state: pools valid, replication, BGP objects")),
+    access(Controller, "list", "metallb.io", "bgppeers", Own, "state: BGP objects said not served"),
+    access(Controller, "list", "metallb.io", "bgpadvertisements", Own, "state: BGP objects said not served"),
+    access(Controller, "list", "metallb.io", "bfdprofiles", Own, "state: BGP objects said not served"),
+    access(Controller, "list", "metallb.io", "communities", Own, "state: BGP objects said not served"),
 ];
 
 /// The namespace of an access review for `scope`.

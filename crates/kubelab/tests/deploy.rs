@@ -289,6 +289,22 @@ fn check_speaker_daemonset(yaml: &str, what: &str) {
         mounts.iter().any(|m| m["mountPath"] == "/etc/metallb"),
         "{what}: excludel2 at /etc/metallb"
     );
+    // MetalLB v0.16's memberlist tuning, where MetalLB mounts it, optional as in MetalLB.
+    let tuning = mounts
+        .iter()
+        .find(|m| m["mountPath"] == "/etc/metallb/memberlist")
+        .unwrap_or_else(|| panic!("{what}: memberlist config at /etc/metallb/memberlist"));
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == tuning["name"])
+        .expect("memberlist config volume");
+    assert_eq!(
+        volume["configMap"],
+        json!({"name": "metallb-memberlist-config", "optional": true}),
+        "{what}: MetalLB's optional ConfigMap"
+    );
     assert_eq!(pod["spec"]["hostNetwork"], true, "{what}: host network");
     let caps = &container["securityContext"]["capabilities"];
     assert_eq!(caps["add"], json!(["NET_RAW"]), "{what}: NET_RAW only");
