@@ -83,6 +83,9 @@ pub struct Args {
     /// MetalLB's TLS flags for the metrics port (`vigil_observe::tls`).
     #[command(flatten)]
     pub tls: vigil_observe::tls::TlsArgs,
+    /// MetalLB's webhook flags (`--webhook-mode`, `--cert-dir`, ...).
+    #[command(flatten)]
+    pub webhook: crate::webhook::WebhookArgs,
 }
 
 /// The key rotation's checked settings (`None` from [`Args::rotation`]: rotation is off).

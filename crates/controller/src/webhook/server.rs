@@ -186,3 +186,7 @@ fn text(status: StatusCode, message: impl Into<String>) -> Response<Full<Bytes>>
     );
     r
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

@@ -395,7 +395,8 @@ impl Cluster {
 
     /// Starts `vigil controller` in the control plane's namespace with the admin's kubeconfig
     /// (vigil's controller elects on a Lease, which MetalLB's controller role does not
-    /// cover), namespace [`METALLB_NAMESPACE`], `--identity=<identity>`, then `args`. Logs to
+    /// cover), namespace [`METALLB_NAMESPACE`], `--identity=<identity>`,
+    /// `--webhook-mode=disabled` (no webhook objects here), then `args`. Logs to
     /// a fresh file in `vigil/<identity>/`.
     pub fn vigil_controller(&self, vigil: &Path, identity: &str, args: &[String]) -> LabProcess {
         let dir = self.dir(identity);
@@ -404,6 +405,8 @@ impl Cluster {
             format!("--kubeconfig={}", self.lab.cp().kubeconfig_path().display()),
             format!("--namespace={METALLB_NAMESPACE}"),
             format!("--identity={identity}"),
+            // No webhook objects here (MetalLB's default would serve them on 9443).
+            "--webhook-mode=disabled".to_string(),
         ];
         all.extend(args.iter().cloned());
         LabProcess::spawn(

@@ -65,7 +65,17 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(2, e),
     };
-    let metrics_addr = args.controller.metrics_addr;
+    let tls = match args.controller.tls.settings() {
+        Ok(t) => t,
+        Err(e) => return fail(2, e),
+    };
+    // MetalLB's metrics port (--port; 0: none) on every IPv4 address, as MetalLB binds it,
+    // and vigil's --metrics-addr if given: both HTTPS, every request reviewed.
+    let metrics_listen: Vec<std::net::SocketAddr> = (args.controller.port != 0)
+        .then(|| (std::net::Ipv4Addr::UNSPECIFIED, args.controller.port).into())
+        .into_iter()
+        .chain(args.controller.metrics_addr)
+        .collect();
     // MetalLB's controller serves its probes on every address (":17472").
     let probes = (
         std::net::Ipv6Addr::UNSPECIFIED,
@@ -88,13 +98,38 @@ pub fn run(args: Args) -> ExitCode {
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
-        let metrics = vigil_controller::rotation::metrics::SharedMetrics::default();
-        if let Some(addr) = metrics_addr {
-            let listener = tokio::net::TcpListener::bind(addr)
+        // MetalLB's webhooks (--webhook-mode): beside the allocation, or alone.
+        let webhook = &args.controller.webhook;
+        // A port in use stops only the webhook (logged), never the allocation.
+        if let Some(hook) = webhook.settings(&settings.namespace) {
+            match vigil_controller::webhook::Webhook::bind(hook).await {
+                Ok(server) => {
+                    tokio::spawn(server.serve(client.clone(), Default::default(), stopped()));
+                }
+                Err(e) => {
+                    tracing::error!(event = "webhook_failed", error = %e, "no webhook server")
+                }
+            }
+        }
+        if !webhook.allocates() {
+            return vigil_controller::webhook::without_allocation(&settings, &client, stopped())
                 .await
-                .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
-            let router = vigil_controller::rotation::metrics::router(metrics.clone());
-            tokio::spawn(vigil_observe::http::serve(listener, router, stopped()));
+                .map_err(|e| e.to_string());
+        }
+        let metrics = vigil_controller::metrics::ControllerMetrics::default();
+        let state = vigil_controller::state::ControllerState::default();
+        if !metrics_listen.is_empty() {
+            let serving = vigil_observe::secure::SecureServing::new(&tls, client.clone())
+                .map_err(|e| e.to_string())?;
+            for addr in metrics_listen {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("metrics port {addr}: {e}"))?;
+                let router = vigil_controller::metrics::router(metrics.clone(), state.clone());
+                let serving = serving.clone();
+                let stop = stopped();
+                tokio::spawn(async move { serving.serve(listener, router, stop).await });
+            }
         }
         // The rotation runs on the leader only, beside the allocation.
         let rotation = match (rotation, settings.ml_secret_name.clone()) {
@@ -105,11 +140,11 @@ pub fn run(args: Args) -> ExitCode {
                     policy: flags.policy,
                     identity: settings.identity.clone(),
                 },
-                metrics,
+                metrics: metrics.rotation(),
             }),
             _ => None,
         };
-        vigil_controller::run_with_rotation(settings, client, rotation, stopped())
+        vigil_controller::run_with(settings, client, rotation, state, metrics, stopped())
             .await
             .map_err(|e| e.to_string())
     };
