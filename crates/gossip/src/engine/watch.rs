@@ -10,8 +10,8 @@
 //!   keep their retransmit budget for the whole cluster), whose acks are the member's signs
 //!   of life, with any packet it sends us and any newer incarnation heard of it;
 //! - once it has been silent for `watch_confirm_after`, indirect pings with nacks through
-//!   helpers, repeated every probe timeout, and a suspicion raised (memberlist's own message)
-//!   as soon as enough helpers confirmed that it does not answer them either;
+//!   helpers, repeated every probe timeout, and one round before the verdict a suspicion
+//!   (memberlist's own message) if enough helpers confirmed that it does not answer them;
 //! - a death declared (memberlist's own `dead` message, gossiped at once) when it has been
 //!   silent for `watch_dead_after`, if at least `watch_confirmations` distinct helpers
 //!   nacked during this silence (capped by the helpers there are; never with none), we did
@@ -267,7 +267,16 @@ impl Membership {
         if need == 0 || w.nackers.len() < need {
             return;
         }
-        if !w.suspected {
+        // The suspicion goes out one round before the verdict, not as soon as the helpers
+        // confirm: a suspicion also starts SWIM's own timer at every member, and a member
+        // starved for most of every 100 ms would then be suspected in every period, with
+        // only its short runs to refute in. One round ahead, it tells the member (which
+        // refutes if it lives), gets the others probing it, and names the stage.
+        let suspect_at = self
+            .config
+            .watch_dead_after
+            .saturating_sub(self.config.watch_interval);
+        if !w.suspected && silence >= suspect_at {
             w.suspected = true;
             if state == MemberState::Alive {
                 let s = Suspect {
