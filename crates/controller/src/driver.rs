@@ -23,6 +23,7 @@
 use crate::core::{AllocatorCore, Write, WriteId, WriteResult, pool_status};
 use crate::events::{ServiceEvent, Severity};
 use crate::fence::Leadership;
+use crate::metrics::ControllerMetrics;
 use crate::service;
 use crate::state::{ControllerState, Degraded};
 use futures::{FutureExt, StreamExt};
@@ -68,6 +69,8 @@ pub(crate) struct LeadConfig {
     pub(crate) namespace: String,
     pub(crate) lb_class: Option<String>,
     pub(crate) identity: String,
+    /// Counted into, and asked for the allocator's figures.
+    pub(crate) metrics: ControllerMetrics,
 }
 
 /// What ended: a write (with its object and result), or a retry pause.
@@ -126,6 +129,8 @@ pub(crate) async fn lead(
     ));
 
     let mut core = AllocatorCore::new(cfg.lb_class.clone());
+    let metrics = cfg.metrics.clone();
+    let mut figure_asks = metrics.leading();
     let mut writes: JoinSet<Done> = JoinSet::new();
     let mut pauses: JoinSet<Done> = JoinSet::new();
     let mut listing: Vec<Arc<Service>> = Vec::new();
@@ -147,18 +152,26 @@ pub(crate) async fn lead(
             () = &mut stop => break,
             Some(ev) = svc_events.next() => match ev {
                 Ok(watcher::Event::Init) => listing.clear(),
-                Ok(watcher::Event::InitApply(s)) => listing.push(Arc::new(s)),
+                Ok(watcher::Event::InitApply(s)) => {
+                    metrics.count_update();
+                    listing.push(Arc::new(s));
+                }
                 Ok(watcher::Event::InitDone) => {
                     core.handle_services_listed(std::mem::take(&mut listing));
                 }
-                Ok(watcher::Event::Apply(s)) => core.handle_service(Arc::new(s)),
+                Ok(watcher::Event::Apply(s)) => {
+                    metrics.count_update();
+                    core.handle_service(Arc::new(s));
+                }
                 Ok(watcher::Event::Delete(s)) => {
+                    metrics.count_update();
                     core.handle_service_deleted(&service::key(&s), s.metadata.uid.as_deref());
                 }
                 Err(e) => warn!(error = %e, "service watch"),
             },
             Some(ev) = pool_events.next() => match ev {
                 Ok(done) => {
+                    metrics.count_update();
                     pools_ready |= done;
                     config_changed = true;
                 }
@@ -166,13 +179,21 @@ pub(crate) async fn lead(
             },
             Some(ev) = ns_events.next() => match ev {
                 Ok(done) => {
+                    metrics.count_update();
                     ns_ready |= done;
                     config_changed = true;
                 }
                 Err(e) => warn!(error = %e, "namespace watch"),
             },
+            Some(reply) = figure_asks.recv() => {
+                let figures = core.allocator().map(crate::metrics::pool_figures);
+                let _ = reply.send(figures.unwrap_or_default());
+            },
             Some(Ok(done)) = writes.join_next(), if !writes.is_empty() => {
                 if let Done::Write(id, result) = done {
+                    if result == WriteResult::Failed && matches!(id, WriteId::Service(_)) {
+                        metrics.count_update_error();
+                    }
                     if let Some(pause) = retry_pause(&result) {
                         let again = id.clone();
                         pauses.spawn(async move {
@@ -194,6 +215,7 @@ pub(crate) async fn lead(
                 namespace_labels(&ns_store),
             );
             state.set_pools(core.config_error().map(str::to_string));
+            metrics.config_read(core.config_error().is_none());
         }
         while writes.len() < MAX_WRITES_IN_FLIGHT {
             let Some(write) = core.poll_write() else {
@@ -216,6 +238,7 @@ pub(crate) async fn lead(
             }
         }
     }
+    metrics.not_leading();
     drop(event_tx);
     let drained = async {
         while writes.join_next().await.is_some() {}

@@ -11,6 +11,7 @@
 use crate::args::Settings;
 use crate::driver::{self, FIELD_MANAGER, LeadConfig};
 use crate::fence::Leadership;
+use crate::metrics::ControllerMetrics;
 use crate::rotation::{self, RotationSettings, metrics::SharedMetrics};
 use crate::secret::{self, SecretError, SecretOutcome};
 use crate::state::{self, ControllerState, Replication};
@@ -66,11 +67,13 @@ pub async fn run_with_rotation(
     rotation: Option<KeyRotation>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
+    let metrics = ControllerMetrics::default();
     run_with(
         settings,
         client,
         rotation,
         ControllerState::default(),
+        metrics,
         shutdown,
     )
     .await
@@ -82,6 +85,7 @@ pub async fn run_with(
     client: Client,
     rotation: Option<KeyRotation>,
     state: ControllerState,
+    metrics: ControllerMetrics,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     if let Some(name) = &settings.ml_secret_name {
@@ -144,6 +148,7 @@ pub async fn run_with(
         namespace: settings.namespace.clone(),
         lb_class: settings.lb_class.clone(),
         identity: settings.identity.clone(),
+        metrics,
     };
     let fence = match lease_task {
         Some(_) => Leadership::start(

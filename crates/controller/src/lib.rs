@@ -24,6 +24,7 @@
 //! - [`events`]: MetalLB's Service events for a convergence (pure).
 //! - [`secret`]: the memberlist Secret in MetalLB's format.
 //! - [`rotation`]: the memberlist key rotating itself through the Secret's keyring.
+//! - [`metrics`]: `/metrics`: MetalLB's allocator and client families, process, rotation.
 //! - [`state`]: the controller's ConfigurationState (pools, replication, BGP objects) and
 //!   its metrics.
 //! - [`webhook`]: MetalLB's admission and conversion webhooks, with their certificate.
@@ -35,6 +36,7 @@ pub mod driver;
 pub mod events;
 pub mod fence;
 pub mod leader;
+pub mod metrics;
 pub mod rotation;
 pub mod secret;
 pub mod service;

@@ -120,6 +120,11 @@ impl AllocatorCore {
         self.alloc.is_some()
     }
 
+    /// The allocator, once it works (read for the metrics).
+    pub fn allocator(&self) -> Option<&Allocator> {
+        self.alloc.as_ref()
+    }
+
     /// Every Service, as a (re)list delivered them. The first list starts the allocator; a
     /// later one replaces what the watch said: a Service missing from it is deleted, and
     /// every Service is passed over once.
