@@ -95,6 +95,10 @@ struct Args {
     /// The scale runs (by Service count) that get a Node churn window.
     #[arg(long, value_delimiter = ',', default_value = "5000")]
     node_churn_at: Vec<usize>,
+    /// End each scale run with a restart sync: every speaker stopped, every ServiceL2Status
+    /// deleted, the speakers started again with every Service assigned, timed to every status.
+    #[arg(long)]
+    restart_sync: bool,
     /// Real speakers of the fleet phase (vigil and metallb only; each on a lab host of its own,
     /// with its Node and speaker Pod); 0 for none.
     #[arg(long, default_value_t = 0)]
@@ -263,6 +267,7 @@ fn run(args: &Args) -> Result<(), String> {
                         window: args.node_churn,
                         every: args.node_churn_every,
                     }),
+                restart_sync: args.restart_sync,
             };
             match scale::run(&bench, &programs, system, plan) {
                 Ok(r) => scales.push(r),

@@ -299,6 +299,48 @@ fn scale_ratio_tables(
         ratio_row(out, "one more Service to first ARP, max (ms)", v, m, 0);
         let (v, m) = pair(&|s| s.drain.map(secs));
         ratio_row(out, "drained (s)", v, m, 1);
+        let (v, m) = pair(&|s| Some(s.create_took.as_secs_f64()));
+        ratio_row(
+            out,
+            "the bench's creates took (s; a floor under the sync)",
+            v,
+            m,
+            1,
+        );
+        let (v, m) = pair(&|s| s.sync.map(|d| secs(d.saturating_sub(s.create_took))));
+        ratio_row(out, "last create to every ServiceL2Status (s)", v, m, 1);
+        if vigil.or(metallb).is_some_and(|s| s.restart.is_some()) {
+            let (v, m) = pair(&|s| s.restart.as_ref().and_then(|r| r.took.map(secs)));
+            ratio_row(
+                out,
+                "restart sync: speakers started to every ServiceL2Status (s)",
+                v,
+                m,
+                1,
+            );
+            let (v, m) = pair(&|s| s.restart.as_ref().map(|r| r.statuses.1 as f64));
+            ratio_row(out, "restart sync: ServiceL2Status found", v, m, 0);
+            let (v, m) = pair(&|s| s.restart.as_ref().map(|r| r.window.1.cpu_seconds.0));
+            ratio_row(out, "restart sync: speaker CPU, mean (s)", v, m, 2);
+            let (v, m) = pair(&|s| s.restart.as_ref().map(|r| r.window.1.cpu_seconds.1));
+            ratio_row(out, "restart sync: speaker CPU, max (s)", v, m, 2);
+            let (v, m) = pair(&|s| s.restart.as_ref().map(|r| r.window.1.rss_mib.0));
+            ratio_row(
+                out,
+                "restart sync: RSS per speaker at its end, mean (MiB)",
+                v,
+                m,
+                1,
+            );
+            let (v, m) = pair(&|s| s.restart.as_ref().map(|r| cost_of(s, &r.window.0).per_node));
+            ratio_row(out, "restart sync: API requests per node (req/s)", v, m, 2);
+            let (v, m) = pair(&|s| {
+                s.restart
+                    .as_ref()
+                    .map(|r| cost_of(s, &r.window.0).per_node * r.window.0.length().as_secs_f64())
+            });
+            ratio_row(out, "restart sync: API requests per node (total)", v, m, 0);
+        }
         if vigil.or(metallb).is_some_and(|s| s.node_churn.is_some()) {
             let rounds = vigil.or(metallb).and_then(churn).map_or(0, |c| c.rounds);
             let _ = writeln!(
@@ -683,6 +725,12 @@ pub(crate) fn json(
                     "statuses_before": c.statuses.0, "statuses_after": c.statuses.1,
                 })),
                 "change_ms": ms_list(&s.change), "change_missed": s.change_missed,
+                "restart_sync": s.restart.as_ref().map(|r| json!({
+                    "seconds": r.took.map(|d| d.as_secs_f64()),
+                    "statuses_wanted": r.statuses.0, "statuses_found": r.statuses.1,
+                    "usage": usage_json(&r.window.1),
+                    "api": cost_json(&cost(requests, nodes, s.system, &r.window.0)),
+                })),
                 "drain_seconds": s.drain.map(|d| d.as_secs_f64()), "notes": s.notes,
             })
         })

@@ -32,6 +32,20 @@ pub(crate) struct ScalePlan {
     pub(crate) sync_limit: Duration,
     /// The Node churn window after the idle one, if this run has one.
     pub(crate) node_churn: Option<NodeChurnPlan>,
+    /// Whether to end with a restart sync: every speaker stopped, every ServiceL2Status
+    /// deleted, the speakers started again with every Service already assigned.
+    pub(crate) restart_sync: bool,
+}
+
+/// The restart sync: the speakers alone, every Service already assigned by the controller.
+#[derive(Debug, Clone)]
+pub(crate) struct RestartSync {
+    /// From starting the speakers to every ServiceL2Status (`None`: not within the bound).
+    pub(crate) took: Option<Duration>,
+    /// ServiceL2Status objects wanted (as many as before the stop) and found at the end.
+    pub(crate) statuses: (usize, usize),
+    /// The window and the new speakers' usage over it (their whole life: start-up included).
+    pub(crate) window: (Window, Usage),
 }
 
 /// Node churn: every Node's status patched as a kubelet heartbeat patches it (only
@@ -78,6 +92,8 @@ pub(crate) struct ScaleResult {
     pub(crate) node_churn: Option<NodeChurn>,
     /// One more Service to its first ARP answer.
     pub(crate) change: Vec<Duration>,
+    /// The restart sync, if the run had one.
+    pub(crate) restart: Option<RestartSync>,
     /// Creation trials unanswered.
     pub(crate) change_missed: usize,
     /// From the calls deleting every Service and slice to no ServiceL2Status left (`None`: not
@@ -96,7 +112,7 @@ pub(crate) fn run(
 ) -> Result<ScaleResult, String> {
     objects::ensure_ns(bench, SCALE_NS)?;
     let mut running = Running::start(bench, programs, system)?;
-    let result = measure(bench, &mut running, plan);
+    let result = measure(bench, programs, &mut running, plan);
     // The drain is timed from the delete calls themselves (the speakers start withdrawing
     // while the collection is still being deleted).
     let drain_start = Instant::now();
@@ -117,7 +133,12 @@ pub(crate) fn run(
     })
 }
 
-fn measure(bench: &Bench, running: &mut Running, plan: ScalePlan) -> Result<ScaleResult, String> {
+fn measure(
+    bench: &Bench,
+    programs: &Programs,
+    running: &mut Running,
+    plan: ScalePlan,
+) -> Result<ScaleResult, String> {
     let system = running.system;
     // Let the speakers join and list before the burst.
     std::thread::sleep(Duration::from_secs(5));
@@ -190,8 +211,14 @@ fn measure(bench: &Bench, running: &mut Running, plan: ScalePlan) -> Result<Scal
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+    let restart = if plan.restart_sync {
+        Some(restart_sync(bench, programs, running, plan.sync_limit)?)
+    } else {
+        None
+    };
     Ok(ScaleResult {
         system,
+        restart,
         services: plan.services,
         sync,
         statuses,
@@ -243,5 +270,61 @@ fn node_churn(
         rounds,
         patches,
         statuses: (before_statuses, after_statuses),
+    })
+}
+
+/// Stops every speaker, deletes every ServiceL2Status, starts the speakers again and times them
+/// to every status (the controller keeps running: every Service keeps its IP).
+fn restart_sync(
+    bench: &Bench,
+    programs: &Programs,
+    running: &mut Running,
+    limit: Duration,
+) -> Result<RestartSync, String> {
+    let want = objects::count_statuses(bench, SCALE_NS)?;
+    for speaker in &mut running.speakers {
+        speaker.stop();
+    }
+    objects::delete_statuses(bench)?;
+    let gone = Instant::now();
+    while objects::count_statuses(bench, SCALE_NS)? > 0 && gone.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The new processes' CPU counts from zero: their start-up is part of the sync.
+    let mut before = phase::read_all(running);
+    before.0 = vec![Some(crate::procstat::Reading::default()); running.speakers.len()];
+    let from = SystemTime::now();
+    let start = Instant::now();
+    for i in 0..running.speakers.len() {
+        running.restart(bench, programs, i)?;
+    }
+    let mut took = None;
+    let mut found = 0;
+    while start.elapsed() < limit {
+        found = objects::count_statuses(bench, SCALE_NS)?;
+        if found >= want {
+            took = Some(start.elapsed());
+            break;
+        }
+        let dead = running.dead();
+        if !dead.is_empty() {
+            return Err(format!("exited: {}", dead.join(", ")));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let window = Window {
+        from,
+        to: SystemTime::now(),
+    };
+    let after = phase::read_all(running);
+    eprintln!(
+        "vigil-bench-k8s: scale {}: restarted speakers wrote {found} of {want} ServiceL2Status in {:?}",
+        running.system.name(),
+        start.elapsed()
+    );
+    Ok(RestartSync {
+        took,
+        statuses: (want, found),
+        window: (window, phase::usage(&before, &after, window.length())),
     })
 }
