@@ -139,6 +139,10 @@ impl<S: StatusSink> StatusSink for AckSink<S> {
         self.inner.notice(action);
     }
 
+    fn ownership_changed(&mut self, change: &vigil_speaker::core::OwnershipChange) {
+        self.inner.ownership_changed(change);
+    }
+
     fn members(&mut self, members: &[Member]) {
         self.inner.members(members);
         let live = members

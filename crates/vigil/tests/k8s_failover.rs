@@ -175,6 +175,7 @@ fn host_loss_sigkill_and_sigterm_move_both_vips_to_the_node_metallb_ranks_next()
         print_trial(TEST, Mode::Kubernetes, fault, &owner, &next, &trial);
         restore(TEST, &mut c, Mode::Kubernetes, fault, &owner);
     }
+    assert_moves_explained(TEST, &c, &owner);
     // The graceful stop was a leave, not a failure, for the others.
     for s in c.daemons.iter().filter(|s| s.node != owner) {
         assert!(
@@ -192,6 +193,66 @@ fn host_loss_sigkill_and_sigterm_move_both_vips_to_the_node_metallb_ranks_next()
         assert!(s.terminate(), "{} stops on SIGTERM", s.node);
     }
     eprintln!("{TEST}: total {:?}", started.elapsed());
+}
+
+/// Each move of `web`'s IPs away from `owner` is explained on the Service by the new owner: a
+/// `vigilOwnerMoved` Event naming the previous owner and the cause (`member_dead` for the host
+/// loss and the SIGKILL, `member_left` for the SIGTERM), beside MetalLB's `nodeAssigned`
+/// Events, whose wording is unchanged.
+fn assert_moves_explained(test: &str, c: &Cluster, owner: &str) {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(c.client().clone(), SERVICE_NAMESPACE);
+    let on_web = || -> Vec<(String, String)> {
+        c.block_on(events.list(&ListParams::default()))
+            .map(|list| list.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("web"))
+            .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+            .collect()
+    };
+    let from_owner = format!("moved from node {owner:?} to node ");
+    let explained = |seen: &[(String, String)], cause: &str| {
+        seen.iter().any(|(reason, message)| {
+            reason == "vigilOwnerMoved"
+                && message.contains(&from_owner)
+                && message.contains(&format!(": {cause} {owner};"))
+                && message.contains("decision +")
+        })
+    };
+    let mut seen = Vec::new();
+    let done = vigil_netlab::poll(SETTLE, Duration::from_millis(200), || {
+        seen = on_web();
+        explained(&seen, "member_dead") && explained(&seen, "member_left")
+    });
+    let changes: Vec<String> = c
+        .logs()
+        .lines()
+        .filter(|l| l.contains("ownership_changed") || l.contains("event_failed"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        done,
+        "{test}: no vigilOwnerMoved Event explains each move away from {owner}: {seen:#?}\n\
+         the speakers' ownership changes:\n{}",
+        changes.join("\n")
+    );
+    for node in c.nodes() {
+        let metallb = format!("announcing from node {node:?} with protocol \"layer2\"");
+        let assigned = seen
+            .iter()
+            .any(|(reason, message)| reason == "nodeAssigned" && *message == metallb);
+        if node == owner
+            || seen
+                .iter()
+                .any(|(_, m)| m.contains(&format!("to node {node:?}")))
+        {
+            assert!(
+                assigned,
+                "{test}: MetalLB's nodeAssigned Event for {node} changed: {seen:#?}"
+            );
+        }
+    }
 }
 
 /// The nodes of the ServiceL2Status objects for `failover/web`, sorted (bounded wait until
