@@ -415,7 +415,14 @@ impl<S: StatusSink> Runner<S> {
     fn on_announcer_events(&mut self, core: &mut SpeakerCore) -> bool {
         let events = self.l2.take_events();
         for event in &events {
-            log_announcer_event(event);
+            if let vigil_l2::Event::Claimed { vip, by, .. } = event {
+                // Once per VIP change, not per conflicting packet (a heal brings hundreds).
+                if let Some(claims) = core.note_claim(now(), *vip, *by) {
+                    warn!(event = "vip_claimed_elsewhere", vip = %vip, mac = %by, claims, "another host claims a VIP this node announces (reported once per VIP change and MAC; claims: heard since the last report)");
+                }
+            } else {
+                log_announcer_event(event);
+            }
             core.handle_announcer_event(now(), event);
         }
         !events.is_empty()
@@ -611,9 +618,8 @@ fn member_counts(members: &[crate::core::Member]) -> vigil_observe::metrics::Mem
 
 fn log_announcer_event(event: &vigil_l2::Event) {
     match event {
-        vigil_l2::Event::Claimed { vip, by, .. } => {
-            warn!(event = "vip_claimed_elsewhere", vip = %vip, mac = %by, "another host claims a VIP this node announces");
-        }
+        // Reported through the core's claim log (`on_announcer_events`).
+        vigil_l2::Event::Claimed { .. } => {}
         vigil_l2::Event::HandedOver {
             vip,
             successor: Some(mac),

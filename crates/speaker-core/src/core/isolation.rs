@@ -11,14 +11,19 @@
 //!
 //! The rule, with time as a parameter:
 //! - **Isolated** when the view goes from some other live member to none while at least
-//!   [`MIN_PEERS`] other members were live within [`ISOLATION_BOUND`] (gracefully left ones not
-//!   counted). A two-node cluster cannot tell its peer's death from its own isolation and keeps
-//!   MetalLB's behaviour (the survivor takes over).
+//!   [`MIN_PEERS`] other members were live within [`AT_ONCE`] (gracefully left ones not
+//!   counted): lost at once, as a cut host loses them. A two-node cluster cannot tell its
+//!   peer's death from its own isolation and keeps MetalLB's behaviour (the survivor takes
+//!   over); members lost one after the other (seconds apart) are deaths, not isolation.
 //! - **Silent while isolated**: the election runs, but this node owns nothing (as under the
 //!   majority guard).
-//! - **Back** when the view holds a strict majority of the members known at isolation live
-//!   again (a push-pull merge brings them all at once), or [`REJOIN_SETTLE`] after the first
-//!   one came back (a partial merge; shorter than a probe interval of the fast profile).
+//! - **Rejoining** when the view holds a strict majority of the members known at isolation
+//!   live again (a push-pull merge brings them all at once), or [`REJOIN_SETTLE`] after the
+//!   first one came back (a partial merge): still silent for [`REJOIN_QUIET`], the time the
+//!   others take to hear this node alive again (its refutation spreads by gossip). Meanwhile a
+//!   survivor that already hears it hands its VIPs over (answering until this node claims
+//!   them, up to the speaker's handover bound of 1 s), so the switch back is one gratuitous
+//!   announcement from this node, and the survivor stops when it hears it.
 //! - **Bounded**: after [`ISOLATION_BOUND`] with nobody back it is the last survivor after all
 //!   and answers again alone. A cut longer than that answers on return until gossip merges, as
 //!   before this rule.
@@ -27,15 +32,24 @@ use super::member::{Member, MemberState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// Other members that must have been live (within [`ISOLATION_BOUND`]) for the loss of all of
-/// them to count as isolation.
+/// Other members that must have been live (within [`AT_ONCE`]) for the loss of all of them to
+/// count as isolation.
 pub const MIN_PEERS: usize = 2;
+/// Members last seen live within this span of each other were lost "at once". A cut host
+/// finds its peers dead one probe interval apart (50 ms in the fast profile) plus the
+/// suspicion timeout: well inside this for the clusters vigil runs; a survivor that loses a
+/// second member seconds after a first does not isolate.
+pub const AT_ONCE: Duration = Duration::from_millis(1500);
 /// The longest an isolated node stays silent with nobody back: two of the speaker's rejoin
 /// intervals (5 s), so that a host cut for a few seconds has merged before it answers.
 pub const ISOLATION_BOUND: Duration = Duration::from_secs(10);
 /// How long after the first member comes back a node waits for a majority before it elects
 /// again anyway (shorter than the fast profile's 50 ms probe interval).
 pub const REJOIN_SETTLE: Duration = Duration::from_millis(40);
+/// How long a node that merged stays silent, so that the others hear it alive before it
+/// claims anything (under the speaker's 1 s handover bound: a survivor handing over still
+/// answers when this node starts).
+pub const REJOIN_QUIET: Duration = Duration::from_millis(600);
 
 /// Where the node stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +64,11 @@ enum State {
         known: usize,
         /// When the first of them came back, if one has.
         first_back: Option<Instant>,
+    },
+    /// Merged; silent until `until` so that the others hear this node first.
+    Rejoining {
+        /// The end of the quiet.
+        until: Instant,
     },
 }
 
@@ -81,7 +100,7 @@ impl Isolation {
 
     /// Whether this node must stay silent now.
     pub fn silenced(&self) -> bool {
-        matches!(self.state, State::Isolated { .. })
+        !matches!(self.state, State::Connected)
     }
 
     /// How many times this node found itself isolated.
@@ -108,7 +127,7 @@ impl Isolation {
         let recent = self
             .last_live
             .values()
-            .filter(|at| now.saturating_duration_since(**at) <= ISOLATION_BOUND)
+            .filter(|at| now.saturating_duration_since(**at) <= AT_ONCE)
             .count();
         self.last_live
             .retain(|_, at| now.saturating_duration_since(*at) <= ISOLATION_BOUND);
@@ -129,11 +148,14 @@ impl Isolation {
                 if live.is_empty() {
                     *first_back = None;
                 } else if (live.len() + 1) * 2 > *known {
-                    self.state = State::Connected;
+                    self.state = State::Rejoining {
+                        until: now + REJOIN_QUIET,
+                    };
                 } else if first_back.is_none() {
                     *first_back = Some(now);
                 }
             }
+            State::Rejoining { .. } => {}
         }
         self.expire(now);
         before != self.silenced()
@@ -156,12 +178,26 @@ impl Isolation {
                 let bound = *since + ISOLATION_BOUND;
                 Some(first_back.map_or(bound, |at| bound.min(at + REJOIN_SETTLE)))
             }
+            State::Rejoining { until } => Some(*until),
         }
     }
 
     fn expire(&mut self, now: Instant) {
-        if self.poll_timeout().is_some_and(|at| now >= at) {
-            self.state = State::Connected;
+        match &self.state {
+            State::Isolated {
+                since, first_back, ..
+            } => {
+                if now >= *since + ISOLATION_BOUND {
+                    // Nobody came back: the last survivor.
+                    self.state = State::Connected;
+                } else if first_back.is_some_and(|at| now >= at + REJOIN_SETTLE) {
+                    self.state = State::Rejoining {
+                        until: now + REJOIN_QUIET,
+                    };
+                }
+            }
+            State::Rejoining { until } if now >= *until => self.state = State::Connected,
+            _ => {}
         }
     }
 }
@@ -212,12 +248,16 @@ mod tests {
         ));
         assert!(!i.handle_timeout(t0 + 3000 * MS));
         assert!(i.silenced());
-        // The merge: both back at once.
-        assert!(i.observe(
-            t0 + 4000 * MS,
+        // The merge: both back at once; quiet a little longer, so they hear this node first.
+        let merged = t0 + 4000 * MS;
+        assert!(!i.observe(
+            merged,
             "a",
             &view(&[("a", Alive), ("b", Alive), ("c", Alive)])
         ));
+        assert!(i.silenced());
+        assert_eq!(i.poll_timeout(), Some(merged + REJOIN_QUIET));
+        assert!(i.handle_timeout(merged + REJOIN_QUIET));
         assert!(!i.silenced());
         assert_eq!(i.poll_timeout(), None);
         assert_eq!(i.entered(), 1);
@@ -255,7 +295,9 @@ mod tests {
         assert!(!i.observe(back, "a", &view(&one)));
         assert_eq!(i.poll_timeout(), Some(back + REJOIN_SETTLE));
         assert!(!i.handle_timeout(back + REJOIN_SETTLE - MS));
-        assert!(i.handle_timeout(back + REJOIN_SETTLE));
+        assert!(!i.handle_timeout(back + REJOIN_SETTLE));
+        assert!(i.silenced(), "rejoining: quiet");
+        assert!(i.handle_timeout(back + REJOIN_SETTLE + REJOIN_QUIET));
         assert!(!i.silenced());
     }
 
@@ -274,6 +316,26 @@ mod tests {
             "a",
             &view(&[("a", Alive), ("b", Dead), ("c", Dead)])
         ));
+    }
+
+    #[test]
+    fn members_lost_seconds_apart_are_deaths_not_isolation() {
+        // A survivor: one peer died, and two seconds later a stale rumour from a returning
+        // host has the other dead for a moment.
+        let t0 = Instant::now();
+        let mut i = Isolation::new();
+        i.observe(t0, "b", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
+        i.observe(
+            t0 + 100 * MS,
+            "b",
+            &view(&[("a", Alive), ("b", Alive), ("c", Dead)]),
+        );
+        assert!(!i.observe(
+            t0 + 2100 * MS,
+            "b",
+            &view(&[("a", Dead), ("b", Alive), ("c", Dead)])
+        ));
+        assert!(!i.silenced());
     }
 
     #[test]

@@ -100,8 +100,18 @@ fn a_cut_off_host_is_silent_until_it_merges_then_owns_what_the_cluster_agrees() 
         "silent after the link is back, before the merge"
     );
 
-    // The merge: it owns again exactly what it owned before the cut, and nothing else.
-    core.handle_members(t0 + 3_200 * MS, Some(MemberEventKind::Join), all);
+    // The merge: still quiet while the others hear it alive again...
+    let merged = t0 + 3_200 * MS;
+    core.handle_members(merged, Some(MemberEventKind::Join), all);
+    assert!(
+        drain(&mut core)
+            .iter()
+            .all(|a| !matches!(a, Action::Announced { .. }))
+    );
+    assert!(core.isolated() && owned(&core).is_empty());
+    assert_eq!(core.poll_timeout(), Some(merged + isolation::REJOIN_QUIET));
+    // ...then it owns again exactly what it owned before the cut, and nothing else.
+    core.handle_timeout(merged + isolation::REJOIN_QUIET);
     let actions = drain(&mut core);
     assert!(!core.isolated());
     assert_eq!(owned(&core), rightful);
