@@ -22,112 +22,27 @@
 //! Root and the Go programs (vigil-testenv, metallb-controller) needed: skips otherwise, fails
 //! under `VIGIL_REQUIRE_ROOT=1` / `VIGIL_REQUIRE_GO=1`. No durations are asserted.
 
+mod webhook_support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
-use serde_json::{Value, json};
-use vigil_kubelab::cluster::{Cluster, ClusterSpec, LabProcess, Output, fresh_log};
-use vigil_kubelab::metallb::{self, ControllerConfig, METALLB_NAMESPACE};
-use vigil_kubelab::{create_pod, documents};
+use kube::api::{Api, DeleteParams, DynamicObject};
+use serde_json::json;
+use vigil_kubelab::cluster::{Cluster, ClusterSpec, LabProcess, fresh_log};
+use vigil_kubelab::create_pod;
+use vigil_kubelab::metallb::{ControllerConfig, METALLB_NAMESPACE};
+use webhook_support::*;
 
 /// The control plane's address: the programs run on its host.
 const HOST: &str = "198.18.0.2";
-const SECRET: &str = "metallb-webhook-cert";
-const SERVICE: &str = "metallb-webhook-service";
-const WEBHOOKS: &str = "metallb-webhook-configuration";
-const BGPPEERS: &str = "bgppeers.metallb.io";
 /// Cases whose messages differ, with the verdicts alike (asserted). The In selector without
 /// values: the shared selector reader (`vigil_lb::selector`) words the first line as older
 /// apimachinery did (`key "k": for 'in', 'notin' operators, values set can't be empty`);
 /// MetalLB v0.16.2's apimachinery says `values: Invalid value: null: ...`. The rest of the
 /// message is MetalLB's.
 const KNOWN_DIFFERENCES: &[&str] = &["l2 bad node selector"];
-/// Bound on every wait (two shared cores).
-const LIMIT: Duration = Duration::from_secs(45);
-
-/// MetalLB's webhook objects from its release manifest, as shipped.
-fn webhook_objects() -> Vec<Value> {
-    let path = metallb::metallb_module_dir()
-        .expect("MetalLB module")
-        .join("config/manifests/metallb-native.yaml");
-    let yaml = std::fs::read_to_string(&path).expect("metallb-native.yaml");
-    documents(&path.display().to_string(), &yaml)
-        .expect("documents")
-        .into_iter()
-        .filter(|d| {
-            let (kind, name) = (d["kind"].as_str(), d["metadata"]["name"].as_str());
-            matches!(
-                (kind, name),
-                (Some("Secret"), Some(SECRET))
-                    | (Some("Service"), Some(SERVICE))
-                    | (Some("ValidatingWebhookConfiguration"), Some(WEBHOOKS))
-                    | (Some("CustomResourceDefinition"), Some(BGPPEERS))
-            )
-        })
-        .collect()
-}
-
-/// The Service's endpoints: the control plane's host, port 9443 (what a controller Pod there
-/// would get from the endpoint controllers).
-fn endpoints() -> Vec<Value> {
-    vec![
-        json!({
-            "apiVersion": "v1", "kind": "Endpoints",
-            "metadata": {"name": SERVICE, "namespace": METALLB_NAMESPACE},
-            "subsets": [{"addresses": [{"ip": HOST}], "ports": [{"port": 9443, "protocol": "TCP"}]}],
-        }),
-        json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": format!("{SERVICE}-lab"), "namespace": METALLB_NAMESPACE,
-                         "labels": {"kubernetes.io/service-name": SERVICE}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [HOST], "conditions": {"ready": true}}],
-            "ports": [{"port": 9443, "protocol": "TCP"}],
-        }),
-    ]
-}
-
-fn api(
-    client: &kube::Client,
-    version: &str,
-    kind: &str,
-    plural: &str,
-    ns: &str,
-) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("metallb.io", version, kind);
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&gvk, plural),
-    )
-}
-
-/// One write's outcome: `Ok` with what is worth comparing, or the API server's message.
-type Outcome = Result<String, String>;
-
-async fn create(api: &Api<DynamicObject>, object: Value) -> Outcome {
-    let object: DynamicObject = serde_json::from_value(object).expect("object");
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => Ok("created".into()),
-        Err(kube::Error::Api(s)) => Err(s.message.clone()),
-        Err(e) => Err(format!("transport: {e}")),
-    }
-}
-
-fn pool(name: &str, ns: &str, addresses: &[&str]) -> Value {
-    json!({"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-           "metadata": {"name": name, "namespace": ns}, "spec": {"addresses": addresses}})
-}
-
-fn l2(name: &str, spec: Value) -> Value {
-    json!({"apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
-           "metadata": {"name": name, "namespace": METALLB_NAMESPACE}, "spec": spec})
-}
 
 /// The round of writes, each through the API server and the webhook; everything created is
 /// deleted at the end (deletes of these kinds are not reviewed), so the round can run again.
@@ -250,67 +165,6 @@ fn wait<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-fn secret_data(c: &Cluster) -> BTreeMap<String, Vec<u8>> {
-    let secrets: Api<Secret> = Api::namespaced(c.client().clone(), METALLB_NAMESPACE);
-    let s = c.block_on(secrets.get(SECRET)).expect("the webhook Secret");
-    s.data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect()
-}
-
-/// The CA bundles of every webhook and of the CRD's conversion.
-fn ca_bundles(c: &Cluster) -> Vec<Option<Vec<u8>>> {
-    let hooks: Api<ValidatingWebhookConfiguration> = Api::all(c.client().clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(c.client().clone());
-    let config = c
-        .block_on(hooks.get(WEBHOOKS))
-        .expect("webhook configuration");
-    let mut out: Vec<Option<Vec<u8>>> = config
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|w| w.client_config.ca_bundle.map(|b| b.0))
-        .collect();
-    let crd = c.block_on(crds.get(BGPPEERS)).expect("BGPPeer CRD");
-    out.push(
-        crd.spec
-            .conversion
-            .and_then(|c| c.webhook)
-            .and_then(|w| w.client_config)
-            .and_then(|c| c.ca_bundle)
-            .map(|b| b.0),
-    );
-    out
-}
-
-/// Until the webhook answers: a write that only a webhook refuses is refused by it (while no
-/// server answers, the API server's message is about calling the webhook instead).
-fn wait_serving(c: &Cluster, who: &str, log: &dyn Fn() -> String) {
-    let client = c.client().clone();
-    let pools = api(
-        &client,
-        "v1beta1",
-        "IPAddressPool",
-        "ipaddresspools",
-        "default",
-    );
-    let start = Instant::now();
-    loop {
-        let answer = c.block_on(create(&pools, pool("probe", "default", &["198.18.2.0/24"])));
-        match answer {
-            Err(m) if m.contains("denied the request") => return,
-            other => assert!(
-                start.elapsed() < LIMIT,
-                "{who}'s webhook not answering within {LIMIT:?}: {other:?}\n{}",
-                log()
-            ),
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 fn start_vigil(c: &Cluster, kubeconfig: &Path) -> LabProcess {
     let args = [
         "controller".to_string(),
@@ -332,52 +186,6 @@ fn start_vigil(c: &Cluster, kubeconfig: &Path) -> LabProcess {
     )
 }
 
-/// The shell step before MetalLB's controller: its webhook server reads the certificate from
-/// `/tmp/k8s-webhook-server/serving-certs` whatever `--cert-dir` says (controller-runtime's
-/// default; MetalLB passes `--cert-dir` to the rotator only), where its Pod mounts the Secret.
-/// In a private mount namespace `/tmp` becomes an overlay (upper layer on a tmpfs that
-/// vanishes with the namespace) and the test's copy of the Secret is bound there; then the
-/// controller is `exec`ed. Arguments: the certificate directory, then the command line.
-const CERT_MOUNT: &str = r#"set -eu
-certs=$1
-shift
-mount -t tmpfs vigil-webhook /mnt
-mkdir /mnt/upper /mnt/work
-mount -t overlay vigil-webhook -o "lowerdir=/tmp,upperdir=/mnt/upper,workdir=/mnt/work" /tmp
-mkdir -p /tmp/k8s-webhook-server/serving-certs
-mount --bind "$certs" /tmp/k8s-webhook-server/serving-certs
-exec "$@"
-"#;
-
-/// MetalLB's controller as its manifest's Pod runs it, webhook only, with MetalLB's
-/// controller ServiceAccount, on the control plane's host.
-fn start_metallb_controller(c: &Cluster, binary: &Path, certs: &Path) -> LabProcess {
-    let mut command = std::process::Command::new("ip");
-    command
-        .args(["netns", "exec", c.lab.cp().ns()])
-        .args(["unshare", "--mount", "--propagation", "private"])
-        .args(["sh", "-c", CERT_MOUNT, "metallb-cert-mount"])
-        .arg(certs)
-        .arg(binary)
-        .arg(format!(
-            "--kubeconfig={}",
-            c.kubeconfigs.controller.display()
-        ))
-        .arg(format!("--namespace={METALLB_NAMESPACE}"))
-        .arg("--pod-name=controller-0")
-        .arg("--webhook-mode=onlywebhook")
-        .arg("--port=0")
-        .arg("--log-level=info")
-        .env_remove("KUBECONFIG");
-    LabProcess::start(
-        "metallb-controller",
-        command,
-        fresh_log(&c.dir("metallb-controller"), "controller"),
-        Output::Both,
-    )
-    .expect("start MetalLB's controller")
-}
-
 #[test]
 fn metallb_webhooks_answer_from_vigil_as_from_metallb() {
     const TEST: &str = "metallb_webhooks_answer_from_vigil_as_from_metallb";
@@ -385,16 +193,17 @@ fn metallb_webhooks_answer_from_vigil_as_from_metallb() {
         return;
     };
     let spec = ClusterSpec {
-        apiserver_args: vec!["--enable-aggregator-routing=true".into()],
+        apiserver_args: APISERVER_ARGS.iter().map(|a| a.to_string()).collect(),
         ..ClusterSpec::nodes(0)
     };
     let Some(c) = Cluster::start(TEST, "wh", &spec) else {
         return;
     };
     let client = c.client().clone();
-    for doc in webhook_objects().into_iter().chain(endpoints()) {
+    for doc in webhook_objects() {
         c.apply("MetalLB's webhook objects", &doc.to_string());
     }
+    route_webhook_service(&c, HOST);
 
     // 1. vigil, under MetalLB's controller ServiceAccount.
     let mut vigil = start_vigil(&c, &c.kubeconfigs.controller);
@@ -418,7 +227,22 @@ fn metallb_webhooks_answer_from_vigil_as_from_metallb() {
         "the CA key in PKCS#1, as MetalLB reads it"
     );
     wait_serving(&c, "vigil", &|| vigil.log_tail(30));
+    // A pool that stays through both phases, for the dry-run checks (the swap test's).
+    let held = api(
+        &client,
+        "v1beta1",
+        "IPAddressPool",
+        "ipaddresspools",
+        METALLB_NAMESPACE,
+    );
+    let created = c.block_on(create(
+        &held,
+        pool("held", METALLB_NAMESPACE, &["198.18.4.0/24"]),
+    ));
+    assert_eq!(created, Ok("created".into()));
     let from_vigil = c.block_on(round(&client));
+    let dry_vigil = verdicts(&c, "198.18.5.0/24", "198.18.4.8/30");
+    assert_metallb_verdicts(&dry_vigil);
     vigil.check_running();
     assert!(
         vigil.terminate(Duration::from_secs(10)).is_some(),
@@ -434,9 +258,15 @@ fn metallb_webhooks_answer_from_vigil_as_from_metallb() {
     let pod = ControllerConfig::default();
     c.block_on(create_pod(&client, &pod.pod()))
         .expect("controller Pod");
-    let mut go = start_metallb_controller(&c, &binaries.controller, &cert_dir);
+    let mut go = start_metallb_webhook(&c, &binaries.controller, &cert_dir);
     wait_serving(&c, "MetalLB", &|| go.log_tail(30));
     let from_metallb = c.block_on(round(&client));
+    let dry_metallb = verdicts(&c, "198.18.5.0/24", "198.18.4.8/30");
+    assert_metallb_verdicts(&dry_metallb);
+    assert_eq!(
+        dry_vigil, dry_metallb,
+        "dry-run verdicts, vigil against MetalLB"
+    );
     go.check_running();
     let after = secret_data(&c);
     go.terminate(Duration::from_secs(10));
