@@ -81,7 +81,7 @@ dependency_rule_holds() {
 
 # Every Go program the tests use, built once here (conformance/build.sh prints each build and its
 # time); the cargo tests find them in $go_bin.
-go_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 metallb metallb-alloc testenv kubectl helm)
+go_targets=(conformance gopeer-0.5.1 gopeer-0.7.0 metallb metallb-alloc testenv kubectl helm promtool)
 go_bin=
 go_programs() {
   go_bin=$(bash conformance/build.sh --check "${go_targets[@]}" | tail -n 1)

@@ -212,7 +212,8 @@ fn the_chart_has_the_kustomize_bases_crds_and_rbac() {
         }
     }
     assert_eq!(rules_of(&replace), expected, "replace-metallb's RBAC rules");
-    // The optional ServiceMonitor is off by default and selects the speakers' metrics port.
+    // The optional ServiceMonitors are off by default and, as MetalLB's, scrape both programs'
+    // metrics ports over https with the scraper's token.
     let kinds = |yaml: &str| -> Vec<String> {
         documents("helm", yaml)
             .unwrap()
@@ -224,11 +225,22 @@ fn the_chart_has_the_kustomize_bases_crds_and_rbac() {
     let monitored = deploy::helm_template(&helm, &["--set", "serviceMonitor.enabled=true"])
         .expect("helm template with the ServiceMonitor");
     let docs = documents("helm", &monitored).unwrap();
-    let monitor = docs
-        .iter()
-        .find(|d| d["kind"] == "ServiceMonitor")
-        .expect("a ServiceMonitor");
-    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    for component in ["speaker", "controller"] {
+        let monitor = docs
+            .iter()
+            .find(|d| {
+                d["kind"] == "ServiceMonitor"
+                    && d["metadata"]["name"] == format!("vigil-{component}").as_str()
+            })
+            .unwrap_or_else(|| panic!("the {component}'s ServiceMonitor"));
+        let endpoint = &monitor["spec"]["endpoints"][0];
+        assert_eq!(endpoint["port"], "metricshttps", "{component}");
+        assert_eq!(endpoint["scheme"], "https", "{component}");
+        assert_eq!(
+            endpoint["bearerTokenFile"], "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            "{component}"
+        );
+    }
     let service = docs
         .iter()
         .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "vigil-speaker-metrics")
@@ -488,7 +500,13 @@ fn manifests_and_chart_are_accepted_by_the_api_server() {
         .as_ref()
         .and_then(|p| p.http_get.as_ref())
         .expect("probe");
-    assert_eq!(probe.host, None, "nothing of MetalLB's probe is left");
+    // vigil's probe is MetalLB's own: the health-probe port on loopback.
+    assert_eq!(probe.host.as_deref(), Some("127.0.0.1"), "the probe's host");
+    assert_eq!(
+        probe.port,
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(17472),
+        "the probe's port"
+    );
     println!(
         "replace-metallb: {objects} objects accepted (server-side dry run) and applied over MetalLB {}: DaemonSet speaker runs vigil",
         metallb::metallb_version()

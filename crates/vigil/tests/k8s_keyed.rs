@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams};
 use vigil_kubelab::cluster::{
-    Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, http_get, pool_yaml,
+    Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, pool_yaml,
 };
 
 const NS: &str = "keyed";
@@ -44,12 +44,13 @@ fn name(i: usize) -> String {
 
 /// `/metrics` of the speaker at `ip`, parsed into `name{labels}` -> value.
 fn scrape(c: &Cluster, ip: IpAddr) -> BTreeMap<String, f64> {
-    let answer = http_get(
-        c.lab.cp().ns(),
-        SocketAddr::new(ip, METRICS_PORT),
-        "/metrics",
-    )
-    .unwrap_or_else(|e| panic!("GET /metrics at {ip}: {e}"));
+    let answer = c
+        .scrape(
+            c.lab.cp().ns(),
+            SocketAddr::new(ip, METRICS_PORT),
+            "/metrics",
+        )
+        .unwrap_or_else(|e| panic!("GET /metrics at {ip}: {e}"));
     answer
         .body
         .lines()

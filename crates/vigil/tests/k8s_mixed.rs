@@ -37,7 +37,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
 use vigil_kubelab::cluster::{
-    CLIENT, CLIENT4, Cluster, ClusterSpec, LabProcess, LbService, http_get, metallb_first,
+    CLIENT, CLIENT4, Cluster, ClusterSpec, LabProcess, LbService, metallb_first,
 };
 use vigil_kubelab::metallb::{self, L2Status, MetalLbBinaries, MetalLbSpeaker};
 use vigil_l2_net::{Filter, PacketSocket};
@@ -528,7 +528,7 @@ impl Rig {
     /// VIP is not listed); `None` overall when `/status` cannot be read.
     fn vigil_owners(&self, node: &str) -> Option<BTreeMap<Ipv4Addr, Option<String>>> {
         let addr = SocketAddr::new(self.c.config(node).ip, STATUS_PORT);
-        let answer = http_get(&self.c.ns(CLIENT), addr, "/status").ok()?;
+        let answer = self.c.scrape(&self.c.ns(CLIENT), addr, "/status").ok()?;
         if answer.status != 200 {
             return None;
         }

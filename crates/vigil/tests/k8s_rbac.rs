@@ -25,7 +25,7 @@ use serde_json::Value;
 use vigil_k8s::key_ack;
 use vigil_k8s::secret::{KEYRING_ENTRY, KeyringForm, Phase, SECRET_KEY_FILE, key_id};
 use vigil_kubelab::cluster::{
-    Cluster, ClusterSpec, Install, LabProcess, LbService, fresh_log, http_get, pool_yaml,
+    Cluster, ClusterSpec, Install, LabProcess, LbService, fresh_log, http_get, https_get, pool_yaml,
 };
 use vigil_kubelab::deploy::{self, NAMESPACE, Program};
 use vigil_kubelab::{TestPod, create_node, create_pod, wait_crd_established};
@@ -394,22 +394,19 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
         "{TEST}: nodeAssigned Event naming {owner}"
     );
 
-    // The DaemonSet's probes (path and named port) are what the speaker serves.
-    let port = speaker["ports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == "metrics")
-        .and_then(|p| p["containerPort"].as_u64())
-        .and_then(|p| u16::try_from(p).ok())
-        .expect("the metrics port");
+    // The DaemonSet's probes (path, port, host: MetalLB's 127.0.0.1:17472) are what the
+    // speaker serves.
     for probe in ["livenessProbe", "readinessProbe"] {
-        assert_eq!(speaker[probe]["httpGet"]["port"], "metrics", "{probe}");
+        assert_eq!(speaker[probe]["httpGet"]["host"], "127.0.0.1", "{probe}");
+        let port = speaker[probe]["httpGet"]["port"]
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .expect("a numbered probe port");
         let path = speaker[probe]["httpGet"]["path"]
             .as_str()
             .expect("probe path");
         for s in &c.speakers {
-            let addr = SocketAddr::new(s.ip, port);
+            let addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port);
             assert_eq!(
                 http_status(&c.ns(&s.host), addr, path),
                 Some(200),
@@ -445,12 +442,26 @@ fn controller_and_speakers_work_with_exactly_our_rbac() {
             "{TEST}: controller {probe} GET {path} ({addr})"
         );
     }
-    let addr = SocketAddr::new(cp_ip, named_port(&controller, "metrics"));
+    // The metrics ports are MetalLB's: HTTPS, a request without a token refused (401) before
+    // any review (the reviews' RBAC comes with the prometheus overlay, as MetalLB's).
+    let addr = SocketAddr::new(cp_ip, named_port(&controller, "metricshttps"));
+    let answer = https_get(c.lab.cp().ns(), addr, "/metrics", None);
     assert_eq!(
-        http_status(c.lab.cp().ns(), addr, "/metrics"),
-        Some(200),
-        "{TEST}: controller GET /metrics ({addr})"
+        answer.as_ref().ok().map(|a| a.status),
+        Some(401),
+        "{TEST}: controller GET /metrics ({addr}): {answer:?}"
     );
+    let speaker_port = named_port(&speaker, "metricshttps");
+    for s in &c.speakers {
+        let addr = SocketAddr::new(s.ip, speaker_port);
+        let answer = https_get(&c.ns(&s.host), addr, "/metrics", None);
+        assert_eq!(
+            answer.as_ref().ok().map(|a| a.status),
+            Some(401),
+            "{TEST}: speaker GET /metrics on {} ({addr}): {answer:?}",
+            s.node
+        );
+    }
 
     // A key rotation, done under these permissions: the controller rewrites the keyring in the
     // Secret, each speaker follows it and acknowledges in its Lease, until a new key is the

@@ -27,7 +27,7 @@ use vigil_k8s::key_ack;
 use vigil_k8s::secret::{KEYRING_ENTRY, KeyringForm, Phase, SECRET_KEY_FILE, key_id};
 use vigil_kubelab::arp_ask;
 use vigil_kubelab::cluster::{
-    CLIENT, CLIENT4, Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, http_get, pool_yaml,
+    CLIENT, CLIENT4, Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, pool_yaml,
 };
 use vigil_kubelab::metallb::{self, MEMBERLIST_SECRET, METALLB_NAMESPACE};
 
@@ -255,7 +255,8 @@ impl Rig {
             .filter(|(p, _)| p.running())
             .map(|(p, s)| {
                 let addr = SocketAddr::new(s.ip, METRICS_PORT);
-                let text = http_get(&self.c.ns(&s.host), addr, "/metrics")
+                let text = (self.c)
+                    .scrape(&self.c.ns(&s.host), addr, "/metrics")
                     .unwrap_or_else(|e| panic!("{}: GET /metrics: {e}", p.name()))
                     .body;
                 let value = text
@@ -587,7 +588,8 @@ fn a_metallb_speaker_in_the_cluster_pauses_rotation_until_it_leaves() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(note.contains(&go_config.node), "{test}: {note}");
-    let metrics = http_get(rig.c.lab.cp().ns(), rig.controller_metrics(), "/metrics")
+    let metrics = (rig.c)
+        .scrape(rig.c.lab.cp().ns(), rig.controller_metrics(), "/metrics")
         .expect("GET the controller's /metrics")
         .body;
     assert!(

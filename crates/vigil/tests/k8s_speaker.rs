@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
 use vigil_kubelab::cluster::{
-    Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, http_get, metallb_first, pool_yaml,
+    Cluster, ClusterSpec, KEY_ACK_RBAC, LabProcess, LbService, metallb_first, pool_yaml,
 };
 use vigil_kubelab::metallb::{L2Status, METALLB_NAMESPACE, SpeakerConfig};
 
@@ -501,10 +501,11 @@ fn bad_speaker_files_stop_the_start_naming_the_field() {
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
-/// `/metrics` of the speaker at `ip:port`, fetched from the control plane's host (plain
-/// HTTP, as vigil serves it), parsed into `name{labels}` -> value.
+/// `/metrics` of the speaker at `ip:port`, fetched from the control plane's host (HTTPS with
+/// a scraper's token, as MetalLB serves it), parsed into `name{labels}` -> value.
 fn scrape(c: &Cluster, ip: IpAddr, port: u16) -> BTreeMap<String, f64> {
-    let answer = http_get(c.lab.cp().ns(), SocketAddr::new(ip, port), "/metrics")
+    let answer = c
+        .scrape(c.lab.cp().ns(), SocketAddr::new(ip, port), "/metrics")
         .unwrap_or_else(|e| panic!("GET /metrics at {ip}:{port}: {e}"));
     answer
         .body

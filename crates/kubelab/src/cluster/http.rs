@@ -1,9 +1,12 @@
-//! Plain HTTP GETs from inside a lab namespace: the speakers' `/metrics` and `/status`, the
-//! programs' probe paths. HTTP/1.0, so the answer is never chunked and ends when the server
-//! closes the connection.
+//! HTTP GETs from inside a lab namespace: plain ([`http_get`]: the probe paths) and over TLS
+//! with a bearer token ([`https_get`]: the metrics ports, which MetalLB and vigil serve over
+//! HTTPS behind TokenReview and SubjectAccessReview; the certificate is not checked, as
+//! MetalLB's ServiceMonitors' `insecureSkipVerify`). HTTP/1.0, so the answer is never chunked
+//! and ends when the server closes the connection.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a connection and each read may take.
@@ -32,6 +35,101 @@ fn get(addr: SocketAddr, path: &str) -> io::Result<HttpAnswer> {
     stream.read_to_string(&mut text)?;
     parse(&text)
         .ok_or_else(|| io::Error::other(format!("GET {path} at {addr}: no HTTP answer: {text:?}")))
+}
+
+/// `GET path` at `addr` over TLS from a thread inside lab namespace `ns`, with
+/// `Authorization: Bearer <token>` when a token is given. The server's certificate is not
+/// checked (its handshake signature is).
+pub fn https_get(
+    ns: &str,
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> io::Result<HttpAnswer> {
+    let request = match token {
+        Some(t) => {
+            format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {t}\r\n\r\n")
+        }
+        None => format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n"),
+    };
+    vigil_netlab::netns::run_in(ns, || tls_get(addr, &request))?
+}
+
+fn tls_get(addr: SocketAddr, request: &str) -> io::Result<HttpAnswer> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(io::Error::other)?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let mut tls =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(io::Error::other)?;
+    let mut tcp = TcpStream::connect_timeout(&addr, LIMIT)?;
+    tcp.set_read_timeout(Some(LIMIT))?;
+    let mut stream = rustls::Stream::new(&mut tls, &mut tcp);
+    stream.write_all(request.as_bytes())?;
+    let mut bytes = Vec::new();
+    // A server that closes without close_notify ends the read with an error after the answer.
+    let ended = stream.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    match parse(&text) {
+        Some(answer) => Ok(answer),
+        None => Err(io::Error::other(format!(
+            "GET over TLS at {addr}: no HTTP answer ({ended:?}): {text:?}"
+        ))),
+    }
+}
+
+/// A verifier that takes any certificate (`insecureSkipVerify`), checking only the
+/// handshake's signatures.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The status code and body of a whole HTTP answer (`None`: not one).

@@ -15,11 +15,11 @@ mod http;
 mod process;
 mod service;
 
-pub use http::{HttpAnswer, http_get};
+pub use http::{HttpAnswer, http_get, https_get};
 pub use process::{LabProcess, Output};
 pub use service::{LbService, create_lb_service, first_ingress};
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ use kube::api::DynamicObject;
 
 use crate::KubeLab;
 use crate::arp::{ArpAnswer, arp_ask};
-use crate::control_plane::ControlPlaneConfig;
+use crate::control_plane::{ControlPlaneConfig, StaticToken};
 use crate::deploy;
 use crate::fixtures::ensure_namespace;
 use crate::manifests::apply_yaml;
@@ -73,6 +73,74 @@ subjects:
   - kind: ServiceAccount
     name: speaker
     namespace: metallb-system
+"#;
+
+/// The scraper's ServiceAccount (a Prometheus's, `monitoring/prometheus`): its static token.
+pub const SCRAPER_TOKEN: &str = "vigil-kubelab-scraper";
+/// The scraper's namespace.
+pub const SCRAPER_NAMESPACE: &str = "monitoring";
+/// The scraper's ServiceAccount.
+pub const SCRAPER_ACCOUNT: &str = "prometheus";
+
+/// What scraping a metrics port takes, as MetalLB's chart and prometheus overlay grant it:
+/// the programs (MetalLB's and vigil's ServiceAccounts) may create TokenReviews and
+/// SubjectAccessReviews, and the scraper may `get` the non-resource URLs `/metrics` and
+/// `/status` ([`Cluster::allow_scrapes`]).
+pub const SCRAPE_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: vigil-lab-metrics-reviews
+rules:
+  - apiGroups: ["authentication.k8s.io"]
+    resources: ["tokenreviews"]
+    verbs: ["create"]
+  - apiGroups: ["authorization.k8s.io"]
+    resources: ["subjectaccessreviews"]
+    verbs: ["create"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: vigil-lab-metrics-reviews
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: vigil-lab-metrics-reviews
+subjects:
+  - kind: ServiceAccount
+    name: speaker
+    namespace: metallb-system
+  - kind: ServiceAccount
+    name: controller
+    namespace: metallb-system
+  - kind: ServiceAccount
+    name: vigil-speaker
+    namespace: metallb-system
+  - kind: ServiceAccount
+    name: vigil-controller
+    namespace: metallb-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: vigil-lab-metrics-reader
+rules:
+  - nonResourceURLs: ["/metrics", "/status"]
+    verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: vigil-lab-metrics-reader
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: vigil-lab-metrics-reader
+subjects:
+  - kind: ServiceAccount
+    name: prometheus
+    namespace: monitoring
 "#;
 
 /// IPAddressPool `lab` with `addresses` and L2Advertisement `lab` of it, in
@@ -187,6 +255,8 @@ pub struct Cluster {
     /// MetalLB's CRDs and RBAC objects.
     pub installed: Installed,
     client: Client,
+    /// [`SCRAPE_RBAC`] applied, before the first [`Cluster::scrape`].
+    scrape_rbac: std::sync::Once,
     /// Dropped last: the control plane, then the namespaces.
     pub lab: KubeLab,
 }
@@ -214,6 +284,11 @@ impl Cluster {
         }
         let mut tokens = metallb::metallb_service_account_tokens();
         tokens.extend(deploy::service_account_tokens());
+        tokens.push(StaticToken::service_account(
+            SCRAPER_NAMESPACE,
+            SCRAPER_ACCOUNT,
+            SCRAPER_TOKEN,
+        ));
         let cp_config = ControlPlaneConfig {
             tokens,
             apiserver_args: spec.apiserver_args.clone(),
@@ -263,6 +338,7 @@ impl Cluster {
             kubeconfigs,
             installed,
             client,
+            scrape_rbac: std::sync::Once::new(),
             lab,
         })
     }
@@ -285,6 +361,18 @@ impl Cluster {
     pub fn apply(&self, what: &str, yaml: &str) -> Vec<DynamicObject> {
         self.block_on(apply_yaml(&self.client, what, yaml))
             .unwrap_or_else(|e| panic!("apply {what}: {e}"))
+    }
+
+    /// Lets the scraper ([`SCRAPER_TOKEN`]) read every program's metrics port ([`SCRAPE_RBAC`]).
+    pub fn allow_scrapes(&self) {
+        self.apply("the scrape RBAC", SCRAPE_RBAC);
+    }
+
+    /// `GET path` over HTTPS at `addr` from lab namespace `ns` with the scraper's token
+    /// ([`Self::allow_scrapes`] done first, once).
+    pub fn scrape(&self, ns: &str, addr: SocketAddr, path: &str) -> std::io::Result<HttpAnswer> {
+        self.scrape_rbac.call_once(|| self.allow_scrapes());
+        https_get(ns, addr, path, Some(SCRAPER_TOKEN))
     }
 
     /// Creates namespace `name` (an existing one is fine).
@@ -396,8 +484,9 @@ impl Cluster {
     /// Starts `vigil controller` in the control plane's namespace with the admin's kubeconfig
     /// (vigil's controller elects on a Lease, which MetalLB's controller role does not
     /// cover), namespace [`METALLB_NAMESPACE`], `--identity=<identity>`,
-    /// `--webhook-mode=disabled` (no webhook objects here), then `args`. Logs to
-    /// a fresh file in `vigil/<identity>/`.
+    /// `--webhook-mode=disabled` (no webhook objects here), `--port=0` unless `args` give a
+    /// port (replicas share the namespace), then `args`. Logs to a fresh file in
+    /// `vigil/<identity>/`.
     pub fn vigil_controller(&self, vigil: &Path, identity: &str, args: &[String]) -> LabProcess {
         let dir = self.dir(identity);
         let mut all = vec![
@@ -408,6 +497,9 @@ impl Cluster {
             // No webhook objects here (MetalLB's default would serve them on 9443).
             "--webhook-mode=disabled".to_string(),
         ];
+        if !args.iter().any(|a| a.starts_with("--port=")) {
+            all.push("--port=0".to_string());
+        }
         all.extend(args.iter().cloned());
         LabProcess::spawn(
             identity,
