@@ -12,6 +12,12 @@
 //! ConfigurationState `controller` says so); then MetalLB's programs come back, keep every IP
 //! answered and allocate one more Service.
 //!
+//! [`metallb_chart_without_memberlist_swaps_to_vigil_and_back`]: the same swap from MetalLB's
+//! Helm chart in the module cache, rendered by `helm template` (its names and labels, the
+//! controller's `--webhook-mode=enabled` and `--health-probe-port`), with
+//! `speaker.memberlist.enabled=false`: both programs' speakers then elect from the Node list
+//! alone, and in every mixed state one host answers each IP.
+//!
 //! Each program runs as its Pod would (`k8s_swap_support`): only the stand-ins for the kubelet
 //! differ from a cluster (the token through `--kubeconfig`, the namespace through
 //! `METALLB_NAMESPACE`), the same for both programs.
@@ -27,6 +33,7 @@ mod k8s_swap_support;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -34,8 +41,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 use vigil_kubelab::cluster::{Cluster, ClusterSpec, Install, LabProcess, LbService, pool_yaml};
+use vigil_kubelab::deploy;
 use vigil_kubelab::metallb::{self, METALLB_NAMESPACE, MetalLbBinaries};
-use vigil_kubelab::{create_pod, documents};
+use vigil_kubelab::{TestPod, create_node, create_pod, documents};
 
 use k8s_swap_support::{PodFacts, args, container, env, run_as_pod, vigil_as, volumes};
 
@@ -187,39 +195,43 @@ fn stop(p: Option<LabProcess>) {
     }
 }
 
-#[test]
-fn metallb_native_manifest_swaps_to_vigil_and_back() {
-    const TEST: &str = "metallb_native_manifest_swaps_to_vigil_and_back";
-    let spec = ClusterSpec {
-        install: Install::Nothing,
-        ..ClusterSpec::nodes(2)
-    };
-    let Some(binaries) = metallb::metallb_binaries(TEST) else {
-        return;
-    };
-    let Some(c) = Cluster::start(TEST, "swap", &spec) else {
-        return;
-    };
-    let MetalLbBinaries {
-        speaker: metallb_speaker,
-        controller: metallb_controller,
-    } = binaries;
+/// The workload's Pod template labels.
+fn template_labels(docs: &[Value], kind: &str) -> Vec<(String, String)> {
+    let doc = docs.iter().find(|d| d["kind"] == kind).expect("workload");
+    doc["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
+/// The value of the container's plain env `name`.
+fn env_value(container: &Value, name: &str) -> Option<String> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)?["value"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The swap on an install whose rendered objects are `yaml` (`docs`, parsed): MetalLB's
+/// programs, vigil's in their place, MetalLB's again (the module doc says what is checked).
+fn swap_and_back(test: &str, c: &Cluster, binaries: &MetalLbBinaries, yaml: &str, docs: &[Value]) {
     let vigil_dir = c.dir("vigil");
     let vigil_speaker: PathBuf = vigil_as(&vigil_dir, "speaker");
     let vigil_controller: PathBuf = vigil_as(&vigil_dir, "controller");
-
-    // MetalLB's install as shipped.
-    let (yaml, docs) = metallb_native();
-    c.apply("metallb-native.yaml", &yaml);
+    c.apply("MetalLB's install", yaml);
     let install = Workloads {
-        speaker: container(&docs, "DaemonSet"),
-        controller: container(&docs, "Deployment"),
+        speaker: container(docs, "DaemonSet"),
+        controller: container(docs, "Deployment"),
     };
     // ---- webhook21: MetalLB's validating webhook (failurePolicy Fail) points at the
-    // controller's Pod, which no kubelet runs here: deleted, as docs/KUBERNETES.md's order
-    // does before the swap. The webhook part of the swap test (vigil serving MetalLB's
-    // webhook: a valid pool accepted, an invalid one refused with MetalLB's message) goes
-    // here, replacing this deletion. ----
+    // controller's Pod, which no kubelet runs here: deleted, as the README's order does
+    // before the swap. The webhook part of the swap test (vigil serving MetalLB's webhook: a
+    // valid pool accepted, an invalid one refused with MetalLB's message) goes here,
+    // replacing this deletion. ----
     c.block_on(async {
         let api: Api<ValidatingWebhookConfiguration> = Api::all(c.client().clone());
         api.delete("metallb-webhook-configuration", &DeleteParams::default())
@@ -227,75 +239,87 @@ fn metallb_native_manifest_swaps_to_vigil_and_back() {
             .map(|_| ())
     })
     .expect("delete MetalLB's webhook configuration");
-    // The Pods a kubelet would run: each speaker's (labels for --ml-labels, the node's IP),
-    // the controller's.
-    c.block_on(metallb::register_speakers(c.client(), &c.speakers))
-        .expect("speaker Nodes and Pods");
-    c.block_on(create_pod(
-        c.client(),
-        &metallb::ControllerConfig {
-            pod_name: CONTROLLER_POD.into(),
-            ..metallb::ControllerConfig::default()
+    // The Pods a kubelet would run, labelled as the workloads' templates: each speaker's (on
+    // its node, the node's IP), the controller's.
+    let speaker_labels = template_labels(docs, "DaemonSet");
+    let controller_labels = template_labels(docs, "Deployment");
+    c.block_on(async {
+        for node in c.nodes() {
+            let config = c.config(node);
+            create_node(c.client(), &config.test_node()).await?;
+            let mut pod = TestPod::new(METALLB_NAMESPACE, &config.pod_name())
+                .on_node(node)
+                .ip(config.ip)
+                .host_ip(config.ip);
+            for (k, v) in &speaker_labels {
+                pod = pod.label(k, v);
+            }
+            create_pod(c.client(), &pod).await?;
         }
-        .pod(),
-    ))
-    .expect("controller Pod");
+        let mut pod = TestPod::new(METALLB_NAMESPACE, CONTROLLER_POD);
+        for (k, v) in &controller_labels {
+            pod = pod.label(k, v);
+        }
+        create_pod(c.client(), &pod).await.map(|_| ())
+    })
+    .expect("the Nodes and Pods");
     c.apply("pool", &pool_yaml(&[POOL], &[]));
     c.namespace(APPS);
+    // Without memberlist (the chart's `speaker.memberlist.enabled=false`) there is none.
+    let secret_name = env_value(&install.controller.0, "METALLB_ML_SECRET_NAME");
 
     // MetalLB: the controller first (it makes the memberlist Secret the speakers mount).
     let mut programs = Programs {
         controller: Some(start_controller(
-            &c,
+            c,
             &install,
-            &metallb_controller,
+            &binaries.controller,
             "metallb",
         )),
         speakers: BTreeMap::new(),
     };
-    let secret = c.wait_for(
-        LIMIT,
-        || programs.check_running(),
-        || async {
-            let api: Api<Secret> = Api::namespaced(c.client().clone(), METALLB_NAMESPACE);
-            api.get_opt("memberlist").await.ok().flatten()
-        },
-    );
-    assert!(
-        secret.is_some(),
-        "MetalLB's controller made the memberlist Secret"
-    );
+    if let Some(secret_name) = &secret_name {
+        let secret = c.wait_for(
+            LIMIT,
+            || programs.check_running(),
+            || async {
+                let api: Api<Secret> = Api::namespaced(c.client().clone(), METALLB_NAMESPACE);
+                api.get_opt(secret_name).await.ok().flatten()
+            },
+        );
+        assert!(
+            secret.is_some(),
+            "MetalLB's controller made Secret {secret_name}"
+        );
+    }
     for node in c.nodes() {
-        let p = start_speaker(&c, &install, &metallb_speaker, node, "metallb");
+        let p = start_speaker(c, &install, &binaries.speaker, node, "metallb");
         programs.speakers.insert(node.to_string(), p);
     }
     let names = ["web-0", "web-1", "web-2"];
     for name in names {
-        service(&c, name);
+        service(c, name);
     }
-    let ips: Vec<Ipv4Addr> = names
-        .iter()
-        .map(|n| ingress(&c, &mut programs, n))
-        .collect();
-    let mut counted = all_answered(&c, &mut programs, &ips, "MetalLB");
+    let ips: Vec<Ipv4Addr> = names.iter().map(|n| ingress(c, &mut programs, n)).collect();
+    let mut counted = all_answered(c, &mut programs, &ips, "MetalLB");
 
     // vigil in MetalLB's place: the controller, then each speaker in turn.
     stop(programs.controller.take());
-    programs.controller = Some(start_controller(&c, &install, &vigil_controller, "vigil"));
+    programs.controller = Some(start_controller(c, &install, &vigil_controller, "vigil"));
     for node in c.nodes() {
         stop(programs.speakers.remove(node));
-        let p = start_speaker(&c, &install, &vigil_speaker, node, "vigil");
+        let p = start_speaker(c, &install, &vigil_speaker, node, "vigil");
         programs.speakers.insert(node.to_string(), p);
-        counted += all_answered(&c, &mut programs, &ips, &format!("vigil speaker on {node}"));
+        counted += all_answered(c, &mut programs, &ips, &format!("vigil speaker on {node}"));
     }
     for (name, ip) in names.iter().zip(&ips) {
-        assert_eq!(ingress(&c, &mut programs, name), *ip, "{name} kept its IP");
+        assert_eq!(ingress(c, &mut programs, name), *ip, "{name} kept its IP");
     }
     // vigil's controller allocates under MetalLB's RBAC, and says it runs unreplicated.
-    service(&c, "new-under-vigil");
-    let new_ip = ingress(&c, &mut programs, "new-under-vigil");
+    service(c, "new-under-vigil");
+    let new_ip = ingress(c, &mut programs, "new-under-vigil");
     assert!(!ips.contains(&new_ip), "a new IP: {new_ip}");
-    counted += all_answered(&c, &mut programs, &[new_ip], "vigil");
+    counted += all_answered(c, &mut programs, &[new_ip], "vigil");
     let state = c.wait_for(
         LIMIT,
         || programs.check_running(),
@@ -325,27 +349,108 @@ fn metallb_native_manifest_swaps_to_vigil_and_back() {
 
     // And back to MetalLB.
     stop(programs.controller.take());
-    programs.controller = Some(start_controller(&c, &install, &metallb_controller, "back"));
+    programs.controller = Some(start_controller(c, &install, &binaries.controller, "back"));
     for node in c.nodes() {
         stop(programs.speakers.remove(node));
-        let p = start_speaker(&c, &install, &metallb_speaker, node, "back");
+        let p = start_speaker(c, &install, &binaries.speaker, node, "back");
         programs.speakers.insert(node.to_string(), p);
         counted += all_answered(
-            &c,
+            c,
             &mut programs,
             &all_ips,
             &format!("MetalLB back on {node}"),
         );
     }
-    service(&c, "new-under-metallb");
-    let back_ip = ingress(&c, &mut programs, "new-under-metallb");
+    service(c, "new-under-metallb");
+    let back_ip = ingress(c, &mut programs, "new-under-metallb");
     assert!(!all_ips.contains(&back_ip), "a new IP: {back_ip}");
     for (name, ip) in names.iter().zip(&ips) {
-        assert_eq!(ingress(&c, &mut programs, name), *ip, "{name} kept its IP");
+        assert_eq!(ingress(c, &mut programs, name), *ip, "{name} kept its IP");
     }
-    eprintln!("{TEST}: {counted} ARP questions, each answered by one host");
+    eprintln!("{test}: {counted} ARP questions, each answered by one host");
     stop(programs.controller.take());
     for (_, p) in std::mem::take(&mut programs.speakers) {
         stop(Some(p));
     }
+}
+
+fn lab(test: &str, tag: &str) -> Option<(Cluster, MetalLbBinaries)> {
+    let spec = ClusterSpec {
+        install: Install::Nothing,
+        ..ClusterSpec::nodes(2)
+    };
+    let binaries = metallb::metallb_binaries(test)?;
+    let c = Cluster::start(test, tag, &spec)?;
+    Some((c, binaries))
+}
+
+#[test]
+fn metallb_native_manifest_swaps_to_vigil_and_back() {
+    const TEST: &str = "metallb_native_manifest_swaps_to_vigil_and_back";
+    let Some((c, binaries)) = lab(TEST, "swap") else {
+        return;
+    };
+    let (yaml, docs) = metallb_native();
+    swap_and_back(TEST, &c, &binaries, &yaml, &docs);
+}
+
+/// MetalLB's Helm chart from the module cache, rendered by `helm template` as `helm install
+/// metallb` would render it with `values`.
+fn metallb_chart(helm: &Path, dir: &Path, values: &[&str]) -> (String, Vec<Value>) {
+    let chart = metallb::metallb_module_dir()
+        .expect("MetalLB in the Go module cache")
+        .join("charts/metallb");
+    let home = dir.join("helm-home");
+    let output = Command::new(helm)
+        .args(["template", "metallb"])
+        .arg(&chart)
+        .args(["--namespace", METALLB_NAMESPACE])
+        .args(values.iter().flat_map(|v| ["--set", v]))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("run helm");
+    assert!(
+        output.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let yaml = String::from_utf8(output.stdout).expect("UTF-8");
+    let docs = documents("MetalLB's chart", &yaml).expect("YAML");
+    (yaml, docs)
+}
+
+/// The same swap from MetalLB's Helm chart (its names and labels, `--webhook-mode=enabled`
+/// and `--health-probe-port` among the controller's args), with memberlist off
+/// (`speaker.memberlist.enabled=false`): MetalLB's and vigil's speakers then elect from the
+/// Node list alone, and in every mixed state still one host answers each IP. Values: no
+/// frr-k8s (layer 2 only), the ServiceAccounts named as the lab's tokens.
+#[test]
+fn metallb_chart_without_memberlist_swaps_to_vigil_and_back() {
+    const TEST: &str = "metallb_chart_without_memberlist_swaps_to_vigil_and_back";
+    let Some(helm) = deploy::helm_binary(TEST) else {
+        return;
+    };
+    let Some((c, binaries)) = lab(TEST, "swch") else {
+        return;
+    };
+    let (yaml, docs) = metallb_chart(
+        &helm,
+        &c.dir("helm"),
+        &[
+            "frrk8s.enabled=false",
+            "speaker.memberlist.enabled=false",
+            "speaker.serviceAccount.name=speaker",
+            "controller.serviceAccount.name=controller",
+        ],
+    );
+    let speaker = container(&docs, "DaemonSet").0;
+    assert!(
+        env_value(&speaker, "METALLB_ML_LABELS").is_none(),
+        "the chart's speaker runs without memberlist"
+    );
+    // `helm install --create-namespace`'s part.
+    c.namespace(METALLB_NAMESPACE);
+    swap_and_back(TEST, &c, &binaries, &yaml, &docs);
 }
