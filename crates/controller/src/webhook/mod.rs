@@ -73,16 +73,17 @@ impl Webhook {
     }
 
     /// Serves the webhooks until `shutdown` completes: keeps the certificate (or follows
-    /// `--cert-dir` with rotation off) and answers. Certificate troubles are retried and
+    /// `--cert-dir` with rotation off) and answers, with MetalLB's `--tls-*` flags when given. Certificate troubles are retried and
     /// logged; until a certificate is served, handshakes fail and the API server retries.
     pub async fn serve(
         self,
         client: Client,
         metrics: Arc<WebhookMetrics>,
+        tls_flags: Option<vigil_observe::tls::TlsSettings>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), WebhookError> {
         let current = Arc::new(tls::CurrentCert::default());
-        let config = tls::server_config(current.clone())?;
+        let config = tls::server_config(current.clone(), tls_flags.as_ref())?;
         let settings = Arc::new(self.settings);
         let keeper = if settings.rotate {
             tokio::spawn(rotator::keep_certificate(
@@ -95,6 +96,7 @@ impl Webhook {
             tokio::spawn(tls::follow_cert_dir(
                 settings.cert_dir.clone(),
                 current.clone(),
+                tls::CERT_DIR_POLL,
             ))
         };
         tracing::info!(

@@ -21,7 +21,7 @@ async fn start() -> Served {
     let bundle = certs::new_all(NAME, SystemTime::now()).unwrap();
     let current = Arc::new(CurrentCert::default());
     current.set(&bundle.tls_cert, &bundle.tls_key).unwrap();
-    let config = server_config(current).unwrap();
+    let config = server_config(current, None).unwrap();
     // An API server nobody answers at: these requests never need it.
     let kube_config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
     let client = kube::Client::try_from(kube_config).unwrap();

@@ -2,8 +2,8 @@
 //! connections are accepted (a renewed certificate is served from the next handshake on),
 //! and the watch on `--cert-dir` used when MetalLB's rotation is turned off.
 //!
-//! As MetalLB's webhook server: TLS 1.3 only (MetalLB's default minimum) and HTTP/1.1 offered
-//! by ALPN.
+//! As MetalLB's webhook server: TLS 1.3 only (MetalLB's default minimum; its `--tls-*` flags
+//! apply) and HTTP/1.1 offered by ALPN.
 
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -28,6 +28,9 @@ pub enum TlsError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+    /// MetalLB's TLS flags could not be applied.
+    #[error("--tls-* flags: {0}")]
+    Settings(String),
 }
 
 /// The certificate being served, swappable.
@@ -57,6 +60,14 @@ impl CurrentCert {
     pub fn is_set(&self) -> bool {
         self.key.read().unwrap_or_else(|p| p.into_inner()).is_some()
     }
+
+    /// The served certificate (DER of the first in the chain), if any.
+    pub fn served(&self) -> Option<Vec<u8>> {
+        let key = self.key.read().unwrap_or_else(|p| p.into_inner());
+        key.as_ref()
+            .and_then(|k| k.cert.first())
+            .map(|c| c.as_ref().to_vec())
+    }
 }
 
 impl ResolvesServerCert for CurrentCert {
@@ -66,13 +77,29 @@ impl ResolvesServerCert for CurrentCert {
     }
 }
 
-/// The server configuration serving whatever `current` holds.
-pub fn server_config(current: Arc<CurrentCert>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_no_client_auth()
-        .with_cert_resolver(current);
+/// The server configuration serving whatever `current` holds: TLS 1.3 only, or as MetalLB's
+/// `--tls-min-version`, `--tls-cipher-suites` and `--tls-curve-preferences` say when given
+/// (MetalLB applies them to its webhook server as to its metrics server).
+pub fn server_config(
+    current: Arc<CurrentCert>,
+    settings: Option<&vigil_observe::tls::TlsSettings>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let config = match settings {
+        Some(settings) => {
+            let built = settings
+                .server_config(current)
+                .map_err(|e| TlsError::Settings(e.to_string()))?;
+            Arc::unwrap_or_clone(built)
+        }
+        None => {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_protocol_versions(&[&rustls::version::TLS13])?
+                .with_no_client_auth()
+                .with_cert_resolver(current)
+        }
+    };
+    let mut config = config;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -85,10 +112,10 @@ pub fn cert_files(dir: &Path) -> (PathBuf, PathBuf) {
     )
 }
 
-/// With rotation off: serves `--cert-dir`'s certificate, read again every [`CERT_DIR_POLL`]
-/// and swapped in when its bytes change (a kubelet-mounted Secret changes by a symlink swap,
-/// which a content comparison sees). Runs until dropped.
-pub async fn follow_cert_dir(dir: PathBuf, current: Arc<CurrentCert>) {
+/// With rotation off: serves `--cert-dir`'s certificate, read again every `poll`
+/// ([`CERT_DIR_POLL`]) and swapped in when its bytes change (a kubelet-mounted Secret changes
+/// by a symlink swap, which a content comparison sees). Runs until dropped.
+pub async fn follow_cert_dir(dir: PathBuf, current: Arc<CurrentCert>, poll: Duration) {
     let (cert_path, key_path) = cert_files(&dir);
     let mut served: Option<(Vec<u8>, Vec<u8>)> = None;
     let mut warned = false;
@@ -124,6 +151,63 @@ pub async fn follow_cert_dir(dir: PathBuf, current: Arc<CurrentCert>) {
                 }
             }
         }
-        tokio::time::sleep(CERT_DIR_POLL).await;
+        tokio::time::sleep(poll).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhook::certs;
+    use std::time::SystemTime;
+
+    /// `--disable-cert-rotation`: the directory's certificate is served, and a new one
+    /// replaces it once written (as the kubelet updates a mounted Secret).
+    #[tokio::test]
+    async fn the_cert_dir_is_followed() {
+        let dir = std::env::temp_dir().join(format!("vigil-webhook-certs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = "metallb-webhook-service.metallb-system.svc";
+        let first = certs::new_all(name, SystemTime::now()).unwrap();
+        let (cert, key) = cert_files(&dir);
+        std::fs::write(&cert, &first.tls_cert).unwrap();
+        std::fs::write(&key, &first.tls_key).unwrap();
+        let current = Arc::new(CurrentCert::default());
+        let follow = tokio::spawn(follow_cert_dir(
+            dir.clone(),
+            current.clone(),
+            Duration::from_millis(20),
+        ));
+        let served = |c: &CurrentCert| c.served();
+        let der = |pem: &[u8]| {
+            CertificateDer::from_pem_slice(pem)
+                .unwrap()
+                .as_ref()
+                .to_vec()
+        };
+        let mut seen = Vec::new();
+        for _ in 0..250 {
+            if let Some(s) = served(&current) {
+                seen.push(s);
+                if seen.last() == Some(&der(&first.tls_cert)) {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(served(&current), Some(der(&first.tls_cert)));
+        let second =
+            certs::new_serving(&first.ca_cert, &first.ca_key, name, SystemTime::now()).unwrap();
+        std::fs::write(&key, &second.tls_key).unwrap();
+        std::fs::write(&cert, &second.tls_cert).unwrap();
+        for _ in 0..250 {
+            if served(&current) == Some(der(&second.tls_cert)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        follow.abort();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(served(&current), Some(der(&second.tls_cert)));
     }
 }

@@ -104,7 +104,12 @@ pub fn run(args: Args) -> ExitCode {
         if let Some(hook) = webhook.settings(&settings.namespace) {
             match vigil_controller::webhook::Webhook::bind(hook).await {
                 Ok(server) => {
-                    tokio::spawn(server.serve(client.clone(), Default::default(), stopped()));
+                    tokio::spawn(server.serve(
+                        client.clone(),
+                        Default::default(),
+                        Some(tls.clone()),
+                        stopped(),
+                    ));
                 }
                 Err(e) => {
                     tracing::error!(event = "webhook_failed", error = %e, "no webhook server")
