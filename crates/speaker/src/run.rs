@@ -33,6 +33,9 @@ const ANNOUNCER_POLL_STOPPING: Duration = Duration::from_millis(5);
 /// The shortest time between two rebuilds of the status (`/status`, `/metrics`): a rebuild
 /// is O(services), and a burst of Kubernetes changes is many small turns.
 const PUBLISH_SPACING: Duration = Duration::from_millis(200);
+/// The shortest time between two push-pulls with the members held dead that claims on owned
+/// VIPs start ([`Runner::rejoin_the_dead`]).
+const CLAIM_REJOIN_SPACING: Duration = Duration::from_secs(1);
 
 /// A local health check flipped (standalone mode runs the checks).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +236,7 @@ where
         leave: None,
         published: Instant::now(),
         publish_due: None,
+        claim_rejoin_at: None,
     };
     runner.publish(&core);
 
@@ -356,6 +360,8 @@ struct Runner<S> {
     /// within [`PUBLISH_SPACING`] of the last one).
     published: Instant,
     publish_due: Option<Instant>,
+    /// The earliest time a claim may start another push-pull with the dead.
+    claim_rejoin_at: Option<Instant>,
 }
 
 impl<S: StatusSink> Runner<S> {
@@ -419,6 +425,7 @@ impl<S: StatusSink> Runner<S> {
                 // Once per VIP change, not per conflicting packet (a heal brings hundreds).
                 if let Some(claims) = core.note_claim(now(), *vip, *by) {
                     warn!(event = "vip_claimed_elsewhere", vip = %vip, mac = %by, claims, "another host claims a VIP this node announces (reported once per VIP change and MAC; claims: heard since the last report)");
+                    self.rejoin_the_dead();
                 }
             } else {
                 log_announcer_event(event);
@@ -426,6 +433,47 @@ impl<S: StatusSink> Runner<S> {
             core.handle_announcer_event(now(), event);
         }
         !events.is_empty()
+    }
+
+    /// A claim on a VIP this node announces means another host believes it owns it: most
+    /// often a member this node holds dead that is back (a healed partition, a thawed
+    /// process) and whose refutation has not reached here. A push-pull with the members held
+    /// dead merges now rather than at the next rejoin (5 s), so this node hears it is back and
+    /// hands over. At most once per [`CLAIM_REJOIN_SPACING`].
+    fn rejoin_the_dead(&mut self) {
+        let now = Instant::now();
+        if self.claim_rejoin_at.is_some_and(|at| now < at) {
+            return;
+        }
+        self.claim_rejoin_at = Some(now + CLAIM_REJOIN_SPACING);
+        let gossip = self.gossip.clone();
+        tokio::spawn(async move {
+            let dead: Vec<std::net::SocketAddr> = gossip
+                .members()
+                .await
+                .unwrap_or_default()
+                .iter()
+                .filter(|m| m.state.is_gone())
+                .map(|m| m.addr)
+                .collect();
+            if dead.is_empty() {
+                return;
+            }
+            let asked = dead.len();
+            match gossip.join_addrs(dead).await {
+                Ok(answered) => {
+                    info!(
+                        event = "claim_rejoin",
+                        asked,
+                        answered,
+                        "a claim on an owned VIP: push-pull with the members held dead"
+                    );
+                }
+                Err(e) => {
+                    warn!(event = "claim_rejoin_failed", asked, error = %e, "a claim on an owned VIP: push-pull with the members held dead failed");
+                }
+            }
+        });
     }
 
     /// Carries out every queued action, in order, then publishes the status (unless the turn

@@ -262,6 +262,11 @@ impl Election {
         self.isolated = isolated;
     }
 
+    /// The live members the split-brain guard alone needs (0 without it).
+    fn guard_needed(&self) -> usize {
+        self.desired.expected_members.map_or(0, |n| n / 2 + 1)
+    }
+
     /// The quorum of `nodes` under the policy; never reached while isolated (one more live
     /// member needed than seen).
     fn quorum_of(&self, nodes: &[NodeView]) -> Quorum {
@@ -437,6 +442,7 @@ impl Election {
     /// Per-service mode: who owns each of `touched` now, and what changed there for this
     /// node, in the order a whole election reports it (VIPs owned before, then VIPs taken).
     fn settle(&mut self, touched: &BTreeSet<IpAddr>) -> Vec<Change> {
+        let guard_needed = self.guard_needed();
         self.touched = Touched::Some(touched.clone());
         let mut owned = BTreeMap::new();
         let mut why_not: BTreeMap<IpAddr, String> = BTreeMap::new();
@@ -458,7 +464,7 @@ impl Election {
                         .services
                         .push(id.clone()),
                     verdict => {
-                        why_not.insert(vip, why_not_reason(verdict, self.isolated));
+                        why_not.insert(vip, why_not_reason(verdict, self.isolated, guard_needed));
                         if let Verdict::Standby { owner: Some(o) } = verdict {
                             elected.insert(vip, o.clone());
                         }
@@ -499,6 +505,7 @@ impl Election {
 
     /// Grouped mode: every group elected again.
     fn evaluate_grouped(&mut self) -> Vec<Change> {
+        let guard_needed = self.guard_needed();
         self.touched = Touched::All;
         let services = self.services();
         let nodes = self.views_now();
@@ -536,7 +543,7 @@ impl Election {
                         }
                     }
                     verdict => {
-                        why_not.insert(vip, why_not_reason(verdict, self.isolated));
+                        why_not.insert(vip, why_not_reason(verdict, self.isolated, guard_needed));
                         if let Verdict::Standby { owner: Some(o) } = verdict {
                             elected.insert(vip, o.clone());
                         }
@@ -743,8 +750,14 @@ impl Election {
 }
 
 /// Why this node does not own a VIP, for people.
-fn why_not_reason(verdict: &Verdict, isolated: bool) -> String {
+/// `guard_needed`: the live members the split-brain guard alone needs (0 without it); under
+/// isolation the guard's reason comes first when it would silence this node anyway.
+fn why_not_reason(verdict: &Verdict, isolated: bool, guard_needed: usize) -> String {
     match verdict {
+        Verdict::NoQuorum(q) if isolated && q.live < guard_needed => format!(
+            "split-brain guard: {} live member(s) seen, {guard_needed} needed (and isolated)",
+            q.live
+        ),
         Verdict::NoQuorum(_) if isolated => {
             "isolated: every other member lost at once; silent until the cluster is heard".into()
         }
