@@ -49,12 +49,19 @@ struct Inner {
     /// The leading driver's question box, while one leads.
     figures: Mutex<Option<mpsc::Sender<FiguresRequest>>>,
     rotation: SharedMetrics,
+    /// The webhook server's counters (zero while it is off).
+    webhook: Arc<crate::webhook::WebhookMetrics>,
 }
 
 impl ControllerMetrics {
     /// The key rotation's metrics (filled by the rotation while this replica leads).
     pub fn rotation(&self) -> SharedMetrics {
         Arc::clone(&self.inner.rotation)
+    }
+
+    /// The webhook server's counters (`vigil_controller_webhook_*`).
+    pub fn webhook(&self) -> Arc<crate::webhook::WebhookMetrics> {
+        Arc::clone(&self.inner.webhook)
     }
 
     /// One Kubernetes object update processed (a Service event, a pool or namespace change).
@@ -125,7 +132,8 @@ impl ControllerMetrics {
         let scrape = Scrape::new()
             .with(self.client())
             .with(ProcessMetrics::read())
-            .with(rotation);
+            .with(rotation)
+            .with(crate::webhook::metrics::WebhookCollector(self.webhook()));
         match self.pool_figures().await {
             Some(pools) => scrape.with(AllocatorMetrics { pools }),
             None => scrape,

@@ -5,6 +5,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a request was not read (the `reason` label of `..._bad_requests_total`).
@@ -73,6 +74,16 @@ impl WebhookMetrics {
     }
 }
 
+/// The shared counters as a collector for a scrape (`crate::metrics`).
+#[derive(Debug, Clone, Default)]
+pub struct WebhookCollector(pub Arc<WebhookMetrics>);
+
+impl Collector for WebhookCollector {
+    fn encode(&self, enc: DescriptorEncoder) -> std::fmt::Result {
+        self.0.encode(enc)
+    }
+}
+
 impl Collector for WebhookMetrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -121,5 +132,28 @@ impl Collector for WebhookMetrics {
             "Webhook certificate checks that failed (retried).",
             vec![(vec![], load(&self.cert_errors))],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_as_prometheus_families() {
+        let m = Arc::new(WebhookMetrics::default());
+        m.bad(BadRequest::Malformed);
+        m.denied.fetch_add(2, Ordering::Relaxed);
+        let text = vigil_observe::metrics::Scrape::new()
+            .with(WebhookCollector(m))
+            .render();
+        for line in [
+            "vigil_controller_webhook_bad_requests_total{reason=\"malformed\"} 1",
+            "vigil_controller_webhook_bad_requests_total{reason=\"too_large\"} 0",
+            "vigil_controller_webhook_admissions_total{verdict=\"denied\"} 2",
+            "vigil_controller_webhook_certificates_made_total 0",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
     }
 }

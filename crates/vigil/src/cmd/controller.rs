@@ -98,29 +98,6 @@ pub fn run(args: Args) -> ExitCode {
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
-        // MetalLB's webhooks (--webhook-mode): beside the allocation, or alone.
-        let webhook = &args.controller.webhook;
-        // A port in use stops only the webhook (logged), never the allocation.
-        if let Some(hook) = webhook.settings(&settings.namespace) {
-            match vigil_controller::webhook::Webhook::bind(hook).await {
-                Ok(server) => {
-                    tokio::spawn(server.serve(
-                        client.clone(),
-                        Default::default(),
-                        Some(tls.clone()),
-                        stopped(),
-                    ));
-                }
-                Err(e) => {
-                    tracing::error!(event = "webhook_failed", error = %e, "no webhook server")
-                }
-            }
-        }
-        if !webhook.allocates() {
-            return vigil_controller::webhook::without_allocation(&settings, &client, stopped())
-                .await
-                .map_err(|e| e.to_string());
-        }
         let metrics = vigil_controller::metrics::ControllerMetrics::default();
         let state = vigil_controller::state::ControllerState::default();
         if !metrics_listen.is_empty() {
@@ -135,6 +112,29 @@ pub fn run(args: Args) -> ExitCode {
                 let stop = stopped();
                 tokio::spawn(async move { serving.serve(listener, router, stop).await });
             }
+        }
+        // MetalLB's webhooks (--webhook-mode): beside the allocation, or alone.
+        let webhook = &args.controller.webhook;
+        // A port in use stops only the webhook (logged), never the allocation.
+        if let Some(hook) = webhook.settings(&settings.namespace) {
+            match vigil_controller::webhook::Webhook::bind(hook).await {
+                Ok(server) => {
+                    tokio::spawn(server.serve(
+                        client.clone(),
+                        metrics.webhook(),
+                        Some(tls.clone()),
+                        stopped(),
+                    ));
+                }
+                Err(e) => {
+                    tracing::error!(event = "webhook_failed", error = %e, "no webhook server")
+                }
+            }
+        }
+        if !webhook.allocates() {
+            return vigil_controller::webhook::without_allocation(&settings, &client, stopped())
+                .await
+                .map_err(|e| e.to_string());
         }
         // The rotation runs on the leader only, beside the allocation.
         let rotation = match (rotation, settings.ml_secret_name.clone()) {
