@@ -80,6 +80,15 @@ pub fn helm_binary(test: &str) -> Option<PathBuf> {
     found_or_skip(test, "helm", found).cloned()
 }
 
+/// Prometheus's `promtool` (`conformance/build.sh promtool`), or `None` (the caller skips; a
+/// panic under `VIGIL_REQUIRE_GO=1`).
+pub fn promtool_binary(test: &str) -> Option<PathBuf> {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found =
+        FOUND.get_or_init(|| go_bin_dir("promtool", &["promtool"]).map(|d| d.join("promtool")));
+    found_or_skip(test, "promtool", found).cloned()
+}
+
 /// Runs `program args...` with `stdin`, returning stdout; an error with stderr when it fails.
 fn run(mut command: Command, stdin: Option<&str>) -> Result<String, Error> {
     let what = format!("{command:?}");

@@ -21,7 +21,8 @@ use vigil_gossip_net::Memberlist;
 use vigil_l2_net::Handle;
 use vigil_observe::http::{self as server, probe};
 use vigil_observe::metrics::{
-    ElectionMetrics, GossipMetrics, L2Metrics, LocalAddressMetrics, Scrape, SpeakerMetrics,
+    ElectionMetrics, GossipMetrics, L2Metrics, LocalAddressMetrics, ProcessMetrics, Scrape,
+    SpeakerMetrics,
 };
 
 /// What the routes read from.
@@ -107,6 +108,7 @@ fn scrape(
     let quorum = status.quorum.live >= status.quorum.needed;
     let owned: std::collections::BTreeSet<_> = shared.announced.iter().map(|(_, ip)| *ip).collect();
     let scrape = Scrape::new()
+        .with(ProcessMetrics::read())
         .with(L2Metrics {
             node: status.node.clone(),
             announced: shared.announced.clone(),
