@@ -69,8 +69,16 @@ impl KubeCluster {
             host: CP_HOST.to_string(),
             address: CP_ADDRESS.to_string(),
             ready_timeout: Duration::from_secs(120),
-            // The speakers and the controller authenticate as their ServiceAccounts.
-            tokens: deploy::service_account_tokens(),
+            // The speakers and the controller authenticate as their ServiceAccounts; the
+            // lab reads the speakers' /status as a scraper would (HTTPS, its own token).
+            tokens: deploy::service_account_tokens()
+                .into_iter()
+                .chain([vigil_kubelab::StaticToken::service_account(
+                    vigil_kubelab::cluster::SCRAPER_NAMESPACE,
+                    vigil_kubelab::cluster::SCRAPER_ACCOUNT,
+                    vigil_kubelab::cluster::SCRAPER_TOKEN,
+                )])
+                .collect(),
             ..ControlPlaneConfig::default()
         };
         let cp = ControlPlane::start(lab.net_mut(), testenv, &config)

@@ -25,9 +25,7 @@ use std::time::{Duration, Instant};
 use vigil_l2::wire::ethernet::Address as Mac;
 
 use super::cluster::{CLIENT4, CLIENT6, Lab, write_private};
-use super::demo::{
-    Steps, await_takeover, describe, fail_owner, ms, owner_of, status_at, timeline_block,
-};
+use super::demo::{Steps, await_takeover, describe, fail_owner, ms, owner_of, timeline_block};
 use super::probe::{Family, Prober, Questions};
 use super::{Args, Scenario, Stop, check_interrupt, pause};
 use crate::cmd::status::render;
@@ -35,7 +33,26 @@ use cluster::KubeCluster;
 use objects::{METALLB_NS, POOL_RANGE, POOL_RANGE6, SERVICE, SERVICE_NS};
 use vigil_kubelab::deploy::{MEMBERLIST_SECRET, Program};
 
-/// The port each speaker serves `/status` and `/metrics` on (its host's address).
+/// Asks the speaker at `addr` in `ns` for its status on its metrics port: HTTPS, with the
+/// lab's scraper token (the speaker reviews it, as MetalLB's metrics port does).
+fn speaker_status(
+    ns: &str,
+    addr: SocketAddr,
+) -> Result<crate::cmd::standalone::state::Status, String> {
+    let answer = vigil_kubelab::cluster::https_get(
+        ns,
+        addr,
+        "/status",
+        Some(vigil_kubelab::cluster::SCRAPER_TOKEN),
+    )
+    .map_err(|e| format!("{ns}: /status: {e}"))?;
+    if answer.status != 200 {
+        return Err(format!("{ns}: /status answered {}", answer.status));
+    }
+    serde_json::from_str(&answer.body).map_err(|e| format!("{ns}: bad /status: {e}"))
+}
+
+/// The port each speaker serves `/status` and `/metrics` on (HTTPS, every address).
 const SPEAKER_PORT: u16 = 7472;
 /// Bounds on the waits (generous: the machine may be busy).
 const ALLOCATE_LIMIT: Duration = Duration::from_secs(60);
@@ -173,7 +190,7 @@ pub(super) fn demo(args: &Args) -> Result<(), Stop> {
         &format!("kubectl get servicel2statuses -n {METALLB_NS}"),
         &format!("/apis/metallb.io/v1beta1/namespaces/{METALLB_NS}/servicel2statuses"),
     );
-    if let Ok(s) = status_at(
+    if let Ok(s) = speaker_status(
         &k.lab.host(&owner).map(|h| h.ns.clone()).unwrap_or_default(),
         SocketAddr::from((owner_ip, SPEAKER_PORT)),
     ) {
@@ -354,7 +371,7 @@ fn settle(
 /// How many members `host`'s speaker sees alive, from its `/status`.
 fn alive_members(k: &KubeCluster, host: &str) -> Option<usize> {
     let h = k.lab.host(host)?;
-    let s = status_at(&h.ns, SocketAddr::from((h.ip, SPEAKER_PORT))).ok()?;
+    let s = speaker_status(&h.ns, SocketAddr::from((h.ip, SPEAKER_PORT))).ok()?;
     Some(s.members.iter().filter(|m| m.state == "alive").count())
 }
 
@@ -444,7 +461,7 @@ fn fail_over(
         |mac| k.lab.who(mac),
     ));
     if let Some(h) = k.lab.host(&new_owner)
-        && let Ok(s) = status_at(&h.ns, SocketAddr::from((h.ip, SPEAKER_PORT)))
+        && let Ok(s) = speaker_status(&h.ns, SocketAddr::from((h.ip, SPEAKER_PORT)))
         && owner_of(&s, &vip.to_string()).as_deref() == Some(new_owner.as_str())
     {
         steps.say(&format!("{new_owner}'s own view now (`vigil status`):"));
