@@ -77,6 +77,8 @@ pub struct WebhookSettings {
     pub secret_name: String,
     /// The port served.
     pub port: u16,
+    /// `--webhook-http2` was given (HTTP/1.1 is served anyway; said once in the log).
+    pub http2_asked: bool,
 }
 
 /// The ValidatingWebhookConfiguration whose CA bundle is kept (MetalLB's fixed name).
@@ -102,6 +104,7 @@ impl WebhookArgs {
             dns_name: format!("{}.{namespace}.svc", self.cert_service_name),
             secret_name: self.webhook_secret.clone(),
             port: self.webhook_port,
+            http2_asked: self.webhook_http2,
         })
     }
 }

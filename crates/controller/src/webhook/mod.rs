@@ -82,6 +82,13 @@ impl Webhook {
         tls_flags: Option<vigil_observe::tls::TlsSettings>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), WebhookError> {
+        if self.settings.http2_asked {
+            tracing::info!(
+                event = "setting_inactive",
+                setting = "--webhook-http2",
+                "HTTP/1.1 is served (every API server speaks it); HTTP/2 is not offered"
+            );
+        }
         let current = Arc::new(tls::CurrentCert::default());
         let config = tls::server_config(current.clone(), tls_flags.as_ref())?;
         let settings = Arc::new(self.settings);
