@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
@@ -71,15 +71,19 @@ pub async fn keep_certificate(
     let hooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let named = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
-    // Each watch only says "look again"; what it saw is read afresh by the check.
+    // Each watch only says "look again"; what it saw is read afresh by the check. A failing
+    // watch (no right to it, the API server away) backs off instead of spinning.
     let changes = futures::stream::select_all([
         watcher(secrets.clone(), named(&settings.secret_name))
+            .default_backoff()
             .map(|_| ())
             .boxed(),
         watcher(hooks.clone(), named(VALIDATING_WEBHOOK))
+            .default_backoff()
             .map(|_| ())
             .boxed(),
         watcher(crds.clone(), named(BGPPEER_CRD))
+            .default_backoff()
             .map(|_| ())
             .boxed(),
     ]);
