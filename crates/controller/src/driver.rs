@@ -351,10 +351,7 @@ impl Writer {
                     "patch of ipaddresspools/status refused: pool status is written with update"
                 );
             }
-            written = self
-                .pool_status_update(&api, &name, status)
-                .await
-                .map_err(Some);
+            written = self.pool_status_update(&name, status).await.map_err(Some);
             if written
                 .as_ref()
                 .is_err_and(|e| e.as_ref().is_some_and(forbidden))
@@ -386,21 +383,29 @@ impl Writer {
         Done::Write(id, result)
     }
 
-    /// The status written with `update`, over the pool as read now (MetalLB's way).
+    /// The status written with `update`, over the pool as read now (MetalLB's way; read
+    /// whole: its role grants `get` of ipaddresspools, not of their status).
     async fn pool_status_update(
         &self,
-        api: &Api<IPAddressPool>,
         name: &str,
         status: vigil_metallb::crd::IPAddressPoolStatus,
     ) -> Result<IPAddressPool, kube::Error> {
-        let mut pool = api.get_status(name).await?;
-        pool.status = Some(status);
+        // As a DynamicObject: the update must carry apiVersion and kind.
+        let resource = kube::api::ApiResource::erase::<IPAddressPool>(&());
+        let dynamic: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &self.namespace, &resource);
+        let mut pool = dynamic.get(name).await?;
         pool.metadata.managed_fields = None;
+        pool.data["status"] = serde_json::to_value(status).unwrap_or_default();
         let pp = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        api.replace_status(name, &pp, &pool).await
+        let stored = dynamic.replace_status(name, &pp, &pool).await?;
+        Ok(IPAddressPool {
+            metadata: stored.metadata,
+            ..IPAddressPool::default()
+        })
     }
 }
 

@@ -9,7 +9,8 @@
 //! then each speaker in turn. Checked: no vigil program exits; the Services keep their IPs;
 //! every IP is answered (each ARP question counted: answered by one host); vigil's controller
 //! allocates a new Service under MetalLB's RBAC (no Lease rights: it runs unreplicated and its
-//! ConfigurationState `controller` says so); then MetalLB's programs come back, keep every IP
+//! ConfigurationState `controller` says so; the pool's counters written with `update`, its
+//! Event as a core/v1 Event, the forms MetalLB's roles allow); then MetalLB's programs come back, keep every IP
 //! answered and allocate one more Service.
 //!
 //! [`metallb_chart_without_memberlist_swaps_to_vigil_and_back`]: the same swap from MetalLB's
@@ -37,8 +38,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Secret};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 use vigil_kubelab::cluster::{Cluster, ClusterSpec, Install, LabProcess, LbService, pool_yaml};
 use vigil_kubelab::deploy;
@@ -342,6 +343,43 @@ fn swap_and_back(test: &str, c: &Cluster, binaries: &MetalLbBinaries, yaml: &str
     assert_eq!(
         state.metadata.labels.unwrap_or_default()["metallb.io/component-type"],
         "controller"
+    );
+    // The writes MetalLB's roles allow only in their older form: the pool's counters (an
+    // update of the status; patch is refused) and a core/v1 Event (events.k8s.io is refused).
+    let counted_pool = c.wait_for(
+        LIMIT,
+        || programs.check_running(),
+        || async {
+            let gvk = GroupVersionKind::gvk("metallb.io", "v1beta1", "IPAddressPool");
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                c.client().clone(),
+                METALLB_NAMESPACE,
+                &ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools"),
+            );
+            let pool = api.get_opt("lab").await.ok().flatten()?;
+            (pool.data["status"]["assignedIPv4"] == 4).then_some(())
+        },
+    );
+    assert!(
+        counted_pool.is_some(),
+        "vigil's controller wrote the pool's counters (4 assigned) with update"
+    );
+    let event = c.wait_for(
+        LIMIT,
+        || programs.check_running(),
+        || async {
+            let api: Api<CoreEvent> = Api::namespaced(c.client().clone(), APPS);
+            let events = api.list(&ListParams::default()).await.ok()?;
+            events.items.into_iter().find(|e| {
+                e.involved_object.name.as_deref() == Some("new-under-vigil")
+                    && e.reason.as_deref() == Some("IPAllocated")
+                    && e.reporting_component.as_deref() == Some("vigil-controller")
+            })
+        },
+    );
+    assert!(
+        event.is_some(),
+        "vigil's controller wrote its IPAllocated Event as a core/v1 Event"
     );
     programs.check_running();
     let mut all_ips = ips.clone();

@@ -260,9 +260,11 @@ impl AllocatorCore {
                 {
                     self.pool_writes
                         .wrote(name, uid, resource_version, counters);
+                    // Changes made meanwhile are looked at again.
+                    self.pools_dirty = true;
                 }
-                // Changes made meanwhile (or a failed write) are looked at again.
-                self.pools_dirty = true;
+                // A failed write is looked at again through `retry`, after the driver's
+                // pause: at once, a refused write would be asked for again and again.
             }
         }
     }
