@@ -27,6 +27,8 @@ VIGIL_VIP = f"{SUBNET}.100"
 KA_VIP_SLOW = f"{SUBNET}.101"   # keepalived, advert_int 1 (its default)
 KA_VIP_FAST = f"{SUBNET}.102"   # keepalived, advert_int 0.1 (VRRPv3)
 GOPEER_PORT = 7947
+TCP_PORT = 8080
+TCP_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tcp.py")
 
 
 def host_ip(i):
@@ -295,6 +297,20 @@ class Lab:
                 if word.startswith("mac="):
                     macs.append(word[4:])
         return sorted(set(macs))
+
+    def start_tcp_servers(self):
+        """The small server of the TCP figure on every host (tcp.py serve)."""
+        for h in self.hosts():
+            if f"tcpd-{h}" not in self.procs:
+                self.spawn(f"tcpd-{h}", h, ["python3", TCP_SCRIPT, "serve", h, str(TCP_PORT)],
+                           f"tcpd-{h}.log")
+
+    def tcp_client(self, vip, duration_ms):
+        """The TCP client (tcp.py client) in the client's namespace, for `duration_ms`."""
+        args = ["ip", "netns", "exec", self.ns("c"), "python3", TCP_SCRIPT, "client", vip,
+                str(TCP_PORT), str(duration_ms)]
+        return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
 
     def watch(self, vip, duration_ms, stop_after_change_ms=None, interval_ms=5, extra=()):
         args = ["ip", "netns", "exec", self.ns("c"), f"{self.bin}/vigil-l2-client", "watch",
