@@ -869,7 +869,11 @@ fn mixed_cluster_elects_one_owner_per_service() {
             let log = v.log_text();
             let refused: Vec<&str> = log
                 .lines()
-                .filter(|l| l.contains("forbidden") && !l.contains(r#""event":"key_ack_failed""#))
+                .filter(|l| {
+                    l.contains("forbidden")
+                        && !l.contains(r#""event":"key_ack_failed""#)
+                        && !l.contains(r#""event":"key_ack_forbidden""#)
+                })
                 .collect();
             assert!(
                 refused.is_empty(),
