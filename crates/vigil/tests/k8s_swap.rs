@@ -30,6 +30,7 @@
 //! asserted; waits are bounded polls.
 
 mod k8s_swap_support;
+mod webhook_support;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -228,18 +229,12 @@ fn swap_and_back(test: &str, c: &Cluster, binaries: &MetalLbBinaries, yaml: &str
         speaker: container(docs, "DaemonSet"),
         controller: container(docs, "Deployment"),
     };
-    // ---- webhook21: MetalLB's validating webhook (failurePolicy Fail) points at the
-    // controller's Pod, which no kubelet runs here: deleted, as the README's order does
-    // before the swap. The webhook part of the swap test (vigil serving MetalLB's webhook: a
-    // valid pool accepted, an invalid one refused with MetalLB's message) goes here,
-    // replacing this deletion. ----
-    c.block_on(async {
-        let api: Api<ValidatingWebhookConfiguration> = Api::all(c.client().clone());
-        api.delete("metallb-webhook-configuration", &DeleteParams::default())
-            .await
-            .map(|_| ())
-    })
-    .expect("delete MetalLB's webhook configuration");
+    // MetalLB's validating webhook (failurePolicy Fail) points at the controller's Pod. While
+    // MetalLB's controller runs here it is deleted (its server reads the certificate from its
+    // Pod's Secret mount, which no kubelet makes here); it comes back, as shipped, once
+    // vigil's controller runs (see `webhook_answers_from_vigil`).
+    let webhooks = webhook_objects(docs);
+    delete_webhooks(c);
     // The Pods a kubelet would run, labelled as the workloads' templates: each speaker's (on
     // its node, the node's IP), the controller's.
     let speaker_labels = template_labels(docs, "DaemonSet");
@@ -381,9 +376,13 @@ fn swap_and_back(test: &str, c: &Cluster, binaries: &MetalLbBinaries, yaml: &str
         event.is_some(),
         "vigil's controller wrote its IPAllocated Event as a core/v1 Event"
     );
+    if let Some(webhooks) = &webhooks {
+        webhook_answers_from_vigil(c, &programs, webhooks);
+    }
     programs.check_running();
     let mut all_ips = ips.clone();
     all_ips.push(new_ip);
+    delete_webhooks(c);
 
     // And back to MetalLB.
     stop(programs.controller.take());
@@ -412,9 +411,60 @@ fn swap_and_back(test: &str, c: &Cluster, binaries: &MetalLbBinaries, yaml: &str
     }
 }
 
+/// MetalLB's webhook configuration as the install ships it, if the install serves its
+/// webhooks through `metallb-webhook-service` (both the manifest and the chart do).
+fn webhook_objects(docs: &[Value]) -> Option<Value> {
+    let serves = docs
+        .iter()
+        .any(|d| d["kind"] == "Service" && d["metadata"]["name"] == webhook_support::SERVICE);
+    let config = docs.iter().find(|d| {
+        d["kind"] == "ValidatingWebhookConfiguration"
+            && d["metadata"]["name"] == webhook_support::WEBHOOKS
+    })?;
+    serves.then(|| config.clone())
+}
+
+fn delete_webhooks(c: &Cluster) {
+    c.block_on(async {
+        let api: Api<ValidatingWebhookConfiguration> = Api::all(c.client().clone());
+        match api
+            .delete(webhook_support::WEBHOOKS, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    })
+    .expect("delete MetalLB's webhook configuration");
+}
+
+/// MetalLB's webhook configuration, as shipped, answered by vigil's controller (started with
+/// the Deployment's args: the webhook is on by default, as in MetalLB): the Service routed
+/// to the controller's host, then a valid pool accepted and an overlapping one and one in
+/// another namespace refused with MetalLB's messages (dry-run writes: nothing is stored).
+fn webhook_answers_from_vigil(c: &Cluster, programs: &Programs, webhooks: &Value) {
+    c.apply("MetalLB's webhook configuration", &webhooks.to_string());
+    webhook_support::route_webhook_service(c, "198.18.0.2");
+    let log = || {
+        programs
+            .controller
+            .as_ref()
+            .map(|p| p.log_tail(60))
+            .unwrap_or_default()
+    };
+    webhook_support::wait_serving(c, "vigil", &log);
+    let verdicts = webhook_support::verdicts(c, "198.18.3.0/24", "198.18.0.204/32");
+    webhook_support::assert_metallb_verdicts(&verdicts);
+}
+
 fn lab(test: &str, tag: &str) -> Option<(Cluster, MetalLbBinaries)> {
     let spec = ClusterSpec {
         install: Install::Nothing,
+        apiserver_args: webhook_support::APISERVER_ARGS
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
         ..ClusterSpec::nodes(2)
     };
     let binaries = metallb::metallb_binaries(test)?;
