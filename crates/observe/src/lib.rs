@@ -2,6 +2,8 @@
 //!
 //! - [`http`]: the one HTTP server (axum routes on hyper, one request per connection, bounded
 //!   in time and size). Callers register their own routes; this crate adds nothing unasked.
+//! - [`client`]: the one client of these endpoints (`vigil status`, labs, tests): a blocking
+//!   GET, plain or over TLS with a bearer token.
 //! - [`admin`]: the bearer-token guard for mutating admin routes, off unless a token file is
 //!   configured.
 //! - [`metrics`]: the Prometheus text of every vigil metric, rendered by `prometheus-client`
@@ -29,6 +31,7 @@
 //! that is no longer there (a VIP that moved away) leaves no stale series.
 
 pub mod admin;
+pub mod client;
 pub mod http;
 pub mod metrics;
 pub mod secure;

@@ -7,11 +7,11 @@ use super::standalone::config::{Config, DEFAULT_HTTP_LISTEN};
 use super::standalone::host_name;
 use super::standalone::state::Status;
 use clap::Parser;
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use vigil_observe::client::{self, Transport};
 
 /// Print the cluster's members and which node owns each VIP, as the local daemon sees them;
 /// with an IP, who owns that VIP, why, who is next, since when and what moved it last.
@@ -31,6 +31,18 @@ pub struct Args {
     /// Print the raw JSON document.
     #[arg(long)]
     pub json: bool,
+
+    /// Ask over HTTPS: the Kubernetes speaker serves `/status` on its metrics port (9120)
+    /// behind TokenReview and SubjectAccessReview, as MetalLB serves `/metrics`. The
+    /// certificate is not checked (it is self-signed unless one was given); the token is what
+    /// the speaker reviews.
+    #[arg(long)]
+    pub https: bool,
+
+    /// A file holding the bearer token to present (e.g. a ServiceAccount token allowed `get`
+    /// on the non-resource URL `/status`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Runs `vigil status`.
@@ -52,7 +64,27 @@ pub fn run(args: Args) -> ExitCode {
         },
         (None, None) => DEFAULT_HTTP_LISTEN.parse().expect("a socket address"),
     };
-    let body = match http_get(addr, "/status", Duration::from_secs(5)) {
+    let token = match &args.token_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            Ok(_) => {
+                eprintln!("vigil status: --token-file {}: empty", path.display());
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("vigil status: --token-file {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let transport = if args.https {
+        Transport::Tls
+    } else {
+        Transport::Plain
+    };
+    let limit = Duration::from_secs(5);
+    let body = match fetch(addr, "/status", token.as_deref(), transport, limit) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("vigil status: cannot ask the daemon at {addr}: {e}");
@@ -87,24 +119,26 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// A plain HTTP/1.0 GET bounded by `limit` (connect, each read and write); the body of a 200
+/// A plain HTTP GET bounded by `limit` (connect, each read and write); the body of a 200
 /// answer, at most 16 MiB. `vigil lab` uses it too, from a thread inside a host's namespace.
 pub(crate) fn http_get(addr: SocketAddr, path: &str, limit: Duration) -> Result<String, String> {
-    let mut s = TcpStream::connect_timeout(&addr, limit).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(limit)).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(limit))
-        .map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    s.take(16 * 1024 * 1024)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    let (head, body) = text.split_once("\r\n\r\n").ok_or("not an HTTP answer")?;
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) != Some("200") {
-        return Err(format!("{status}: {}", body.trim()));
+    fetch(addr, path, None, Transport::Plain, limit)
+}
+
+/// A GET through vigil's one client of its endpoints; the body of a 200 answer, else the
+/// status and body as the error.
+fn fetch(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    transport: Transport,
+    limit: Duration,
+) -> Result<String, String> {
+    let answer = client::get(addr, path, token, transport, limit).map_err(|e| e.to_string())?;
+    if answer.status != 200 {
+        return Err(format!("HTTP {}: {}", answer.status, answer.body.trim()));
     }
-    Ok(body.to_string())
+    Ok(answer.body)
 }
 
 /// The status as two tables: members, then VIPs ([`Status::render`]).
