@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use vigil_kubelab::cluster::{
-    Cluster, ClusterSpec, HttpAnswer, KEY_ACK_RBAC, LbService, https_get, pool_yaml,
+    Cluster, ClusterSpec, HttpAnswer, KEY_ACK_RBAC, LbService, SCRAPER_TOKEN, https_get, pool_yaml,
 };
 use vigil_kubelab::metallb::{self, ControllerConfig, MetalLbSpeaker};
 use vigil_kubelab::{create_pod, deploy};
@@ -367,6 +367,24 @@ fn metrics_families_refusals_and_alerts_as_metallb() {
         .expect("GET /status")
         .status;
     assert_eq!(status, 401, "vigil's /status without a token");
+    // `vigil status --https` reads it as an operator would, with the scraper's token.
+    let token_file = c.dir("status").join("token");
+    std::fs::write(&token_file, SCRAPER_TOKEN).expect("token file");
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &b_ns])
+        .arg(vigil())
+        .args(["status", "--https", "--addr", &b_addr.to_string()])
+        .arg("--token-file")
+        .arg(&token_file)
+        .output()
+        .expect("vigil status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(&c.speakers[1].node),
+        "vigil status --https: {:?}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // vigil's controller takes over from MetalLB's.
     let metallb_controller_refusals = refusals(&cp_ns, cp_addr);
