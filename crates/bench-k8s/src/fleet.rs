@@ -75,7 +75,7 @@ pub(crate) fn run(
     let mut running = Running::start_on(bench, programs, system, plan.speakers)?;
     let result = measure(bench, programs, &mut running, plan);
     let drain_start = Instant::now();
-    let _ = objects::delete_all(bench, FLEET_NS);
+    let deleted = objects::delete_all(bench, FLEET_NS);
     let mut drain = None;
     while drain_start.elapsed() < plan.sync_limit {
         if objects::count_statuses(bench, FLEET_NS).unwrap_or(usize::MAX) == 0 {
@@ -88,6 +88,10 @@ pub(crate) fn run(
     let _ = objects::delete_statuses(bench);
     result.map(|mut r| {
         r.drain = drain;
+        if let Err(e) = deleted {
+            eprintln!("vigil-bench-k8s: {e}");
+            r.notes.push(e);
+        }
         r
     })
 }

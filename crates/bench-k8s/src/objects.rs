@@ -96,23 +96,38 @@ pub(crate) fn create_many(
     })
 }
 
-/// Deletes every Service and EndpointSlice in `ns`.
+/// Deletes every Service and EndpointSlice in `ns`. Each collection is tried up to three
+/// times: a `deletecollection` of thousands of Services can fail part-way (seen at 5,000 with
+/// MetalLB's controller writing), and the slices must go even then.
 pub(crate) fn delete_all(bench: &Bench, ns: &str) -> Result<(), String> {
     let services: Api<Service> = Api::namespaced(bench.kube.clone(), ns);
     let slices: Api<EndpointSlice> = Api::namespaced(bench.kube.clone(), ns);
-    bench
-        .lab
-        .cp()
-        .block_on(async move {
-            services
+    bench.lab.cp().block_on(async move {
+        let mut errors = Vec::new();
+        for attempt in 1..=3 {
+            match services
                 .delete_collection(&DeleteParams::default(), &ListParams::default())
-                .await?;
-            slices
+                .await
+            {
+                Ok(_) => break,
+                Err(e) => errors.push(format!("Services, attempt {attempt}: {e}")),
+            }
+        }
+        for attempt in 1..=3 {
+            match slices
                 .delete_collection(&DeleteParams::default(), &ListParams::default())
-                .await?;
-            Ok::<_, kube::Error>(())
-        })
-        .map_err(|e| format!("deleting in {ns}: {e}"))
+                .await
+            {
+                Ok(_) => break,
+                Err(e) => errors.push(format!("slices, attempt {attempt}: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("deleting in {ns}: {}", errors.join("; ")))
+        }
+    })
 }
 
 fn statuses_api(bench: &Bench) -> Api<DynamicObject> {

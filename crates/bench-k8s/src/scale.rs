@@ -116,7 +116,7 @@ pub(crate) fn run(
     // The drain is timed from the delete calls themselves (the speakers start withdrawing
     // while the collection is still being deleted).
     let drain_start = Instant::now();
-    let _ = objects::delete_all(bench, SCALE_NS);
+    let deleted = objects::delete_all(bench, SCALE_NS);
     let mut drain = None;
     while drain_start.elapsed() < plan.sync_limit {
         if objects::count_statuses(bench, SCALE_NS).unwrap_or(usize::MAX) == 0 {
@@ -129,6 +129,10 @@ pub(crate) fn run(
     let _ = objects::delete_statuses(bench);
     result.map(|mut r| {
         r.drain = drain;
+        if let Err(e) = deleted {
+            eprintln!("vigil-bench-k8s: {e}");
+            r.notes.push(e);
+        }
         r
     })
 }
