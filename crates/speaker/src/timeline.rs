@@ -30,6 +30,7 @@ pub(crate) fn member_signal(event: &Event) -> Option<(&str, MemberSignal)> {
         return None;
     };
     Some(match event {
+        Gossip::ProbeMissed { name } => (name, MemberSignal::ProbeMissed),
         Gossip::Suspect { member, .. } => (&member.name, MemberSignal::Suspect),
         Gossip::Dead(m) => (&m.name, MemberSignal::Dead),
         Gossip::Left(m) => (&m.name, MemberSignal::Left),

@@ -303,6 +303,9 @@ impl Membership {
         };
         let target = self.members.list[ti].clone();
         let seq = p.seq;
+        self.events.push_back(Event::ProbeMissed {
+            name: target.name.clone(),
+        });
         // The helpers get the whole indirect window from when we actually ask them. Normally
         // that is the ack deadline and nothing moves; but if we were stalled past it (a
         // stopped process, a starved host), `end` may have passed too, and judging at once

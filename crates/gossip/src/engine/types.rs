@@ -156,6 +156,14 @@ pub enum Event {
     },
     /// A member we held suspect refuted the suspicion (a newer alive arrived for it).
     Refuted(MemberInfo),
+    /// A member we probe did not answer in time: the first sign of trouble, before any
+    /// suspicion (ours or anyone's). Once per probe whose direct ack window passed, and once
+    /// per silence of a watched member when its helpers are first asked. Not an accusation:
+    /// packet loss alone raises it; the timeline of an ownership change starts here.
+    ProbeMissed {
+        /// The member.
+        name: Arc<str>,
+    },
     /// A member was declared dead.
     Dead(MemberInfo),
     /// A member left gracefully.

@@ -25,7 +25,7 @@
 //! control at its default 100 ms period, which is what the soak's starved owner suffers.
 
 use super::members::MemberState;
-use super::{Membership, WireIp};
+use super::{Event, Membership, WireIp};
 use crate::wire::{Dead, IndirectPing, Message, Suspect, Transport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -257,6 +257,10 @@ impl Membership {
         let silence = now.saturating_duration_since(w.heard);
         if silence < self.config.watch_confirm_after {
             return;
+        }
+        if w.next_round.is_none() {
+            self.events
+                .push_back(Event::ProbeMissed { name: name.clone() });
         }
         if w.next_round.is_none_or(|t| now >= t) {
             self.watch_ask_helpers(now, j, i);
