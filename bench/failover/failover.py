@@ -2,7 +2,8 @@
 
 In one lab of five hosts and a client (lab.py), one system at a time:
 
-  vigil standalone (profile fast, then lan), keepalived with advert_int 1 and 0.1:
+  vigil standalone (profile fast, then lan), keepalived with advert_int 1, 0.1 and 0.01
+  (VRRPv3's floor: keepalived 2.2.7 refuses anything shorter and falls back to 1 s):
     scenarios: link   - the owner's host vanishes: its veth port goes down in the bridge
                stop   - the owner's host freezes: SIGSTOP to every process in its namespace
                         (the kernel still runs: it keeps answering for addresses it holds)
@@ -82,7 +83,7 @@ class Bench:
         return owner
 
     def keepalived_settled(self, advert):
-        vip = L.KA_VIP_SLOW if advert == "1" else L.KA_VIP_FAST
+        vip = L.keepalived_instance(advert)[0]
         holders = [h for h in self.lab.hosts() if f" {vip}/" in self.lab.addresses(h)]
         if holders != ["h1"]:
             return None
@@ -195,8 +196,8 @@ class Bench:
     # -- keepalived -------------------------------------------------------------------
     def keepalived_phase(self, advert, scenarios, bound_ms, trials):
         system = f"keepalived advert {advert} s"
-        vip = L.KA_VIP_SLOW if advert == "1" else L.KA_VIP_FAST
-        tag = f"ka{advert.replace('.', '')}"
+        vip = L.keepalived_instance(advert)[0]
+        tag = L.keepalived_tag(advert)
         log(f"== {system}: starting keepalived")
         for h in self.lab.hosts():
             self.lab.start_keepalived(h, advert)
@@ -377,7 +378,8 @@ def main():
     bin_dir, gopeer = sys.argv[1], sys.argv[2]
     trials = int(os.environ.get("TRIALS", "20"))
     slow_trials = int(os.environ.get("SLOW_TRIALS", str(trials)))
-    systems = os.environ.get("SYSTEMS", "vigil-fast,keepalived-1,keepalived-0.1,memberlist,vigil-lan")
+    systems = os.environ.get(
+        "SYSTEMS", "vigil-fast,keepalived-1,keepalived-0.1,keepalived-0.01,memberlist,vigil-lan")
     systems = systems.split(",")
     scenarios = os.environ.get("SCENARIOS", "link,stop,kill,term").split(",")
     results = os.environ.get("RESULTS", "")
@@ -400,6 +402,8 @@ def main():
                 bench.keepalived_phase("1", scenarios, 8000, slow_trials)
             elif system == "keepalived-0.1":
                 bench.keepalived_phase("0.1", scenarios, 3000, trials)
+            elif system == "keepalived-0.01":
+                bench.keepalived_phase("0.01", scenarios, 3000, trials)
             elif system == "memberlist":
                 bench.memberlist_phase(trials)
             elif system == "vigil-lan":

@@ -26,6 +26,7 @@ CLIENT_IP = f"{SUBNET}.2"
 VIGIL_VIP = f"{SUBNET}.100"
 KA_VIP_SLOW = f"{SUBNET}.101"   # keepalived, advert_int 1 (its default)
 KA_VIP_FAST = f"{SUBNET}.102"   # keepalived, advert_int 0.1 (VRRPv3)
+KA_VIP_FASTEST = f"{SUBNET}.103"  # keepalived, other advert_int (VRRPv3; 0.01 its floor)
 GOPEER_PORT = 7947
 TCP_PORT = 8080
 TCP_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tcp.py")
@@ -209,10 +210,7 @@ class Lab:
     def keepalived_config(self, host, advert):
         i = int(host[1:])
         priority = 160 - 10 * i  # h1 is the master whenever it is up
-        if advert == "1":
-            vip, vrid, version = KA_VIP_SLOW, 51, 2
-        else:
-            vip, vrid, version = KA_VIP_FAST, 52, 3
+        vip, vrid, version = keepalived_instance(advert)
         return (f"global_defs {{\n  router_id {host}\n  vrrp_version {version}\n"
                 "  script_user root\n}\n"
                 f"vrrp_instance VI_{vrid} {{\n  state BACKUP\n  interface eth0\n"
@@ -220,7 +218,7 @@ class Lab:
                 f"  virtual_ipaddress {{\n    {vip}/24 dev eth0\n  }}\n}}\n")
 
     def start_keepalived(self, host, advert):
-        tag = f"ka{advert.replace('.', '')}-{host}"
+        tag = f"{keepalived_tag(advert)}-{host}"
         conf = self.path(f"{tag}.conf")
         with open(conf, "w") as f:
             f.write(self.keepalived_config(host, advert))
@@ -233,7 +231,7 @@ class Lab:
 
     def keepalived_pids(self, host, advert):
         """The keepalived parent and its VRRP child for `host` (by their PID files)."""
-        tag = f"ka{advert.replace('.', '')}-{host}"
+        tag = f"{keepalived_tag(advert)}-{host}"
         pids = []
         for name in (f"{tag}.pid", f"{tag}.vrrp.pid"):
             try:
@@ -321,6 +319,23 @@ class Lab:
         args += list(extra)
         return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
+
+
+def keepalived_instance(advert):
+    """(VIP, VRID, VRRP version) of the keepalived instance with `advert_int advert` (seconds,
+    as keepalived reads it): VRRPv2 at 1 s, VRRPv3 below (it counts in centiseconds; 2.2.7
+    refuses anything under 0.01 and falls back to 1 s). Each interval has its own VIP and
+    VRID so that rows and soaks never mistake one instance's answers for another's."""
+    if advert == "1":
+        return KA_VIP_SLOW, 51, 2
+    if advert == "0.1":
+        return KA_VIP_FAST, 52, 3
+    return KA_VIP_FASTEST, 53, 3
+
+
+def keepalived_tag(advert):
+    """The file and process key prefix of a keepalived instance: `ka01` for 0.1 s."""
+    return f"ka{advert.replace('.', '')}"
 
 
 def fields(line):

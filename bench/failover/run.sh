@@ -5,7 +5,8 @@
 # Usage: sudo bash bench/failover/run.sh
 #   TRIALS=20          trials per scenario (TRIALS=3 for a quick check)
 #   SLOW_TRIALS=N      trials for the slow rows (keepalived 1 s, vigil lan); default TRIALS
-#   SYSTEMS=a,b,..     vigil-fast,keepalived-1,keepalived-0.1,memberlist,vigil-lan (default all)
+#   SYSTEMS=a,b,..     vigil-fast,keepalived-1,keepalived-0.1,keepalived-0.01,memberlist,vigil-lan
+#                      (default all)
 #   SCENARIOS=a,b,..   link,stop,kill,term (default all)
 #   RESULTS=file.json  also write the rows there
 #   CARGO_TARGET_DIR   where vigil is built (default: target/ of this checkout)

@@ -1,7 +1,8 @@
 """The soak (run by bench/soak/run.sh as root; see README.md there).
 
 Five hosts and a client (bench/failover/lab.py). On every host: `vigil standalone` (profile
-fast, VIP 198.18.8.100) and keepalived (advert_int 0.1, VRRPv3, VIP 198.18.8.102), at the same
+fast, VIP 198.18.8.100) and keepalived (VRRPv3, advert_int KA_ADVERT seconds, default 0.1, VIP
+198.18.8.102; 198.18.8.103 for another interval, e.g. 0.01, keepalived's floor), at the same
 time. Every host's namespace drops 5% of its IP packets at random, in and out (nftables
 `numgen random mod 100 < 5 drop` on the input and output hooks; ARP and the speakers' packet
 sockets are below netfilter, so the loss hits gossip and VRRP adverts, which is what failure
@@ -118,6 +119,12 @@ def main():
     duration = int(os.environ.get("DURATION", "600"))
     loss = int(os.environ.get("LOSS_PERCENT", "5"))
     quota = int(os.environ.get("QUOTA_US", "10000"))
+    advert = os.environ.get("KA_ADVERT", "0.1")
+    if advert == "1":
+        raise SystemExit("soak: KA_ADVERT must be below 1 s (VRRPv3, e.g. 0.1 or 0.01)")
+    ka_vip = L.keepalived_instance(advert)[0]
+    ka = L.keepalived_tag(advert)
+    ka_name = f"keepalived_{advert}"
     results = os.environ.get("RESULTS", "")
     lab = L.Lab(5, bin_dir, tag="vgsk")
     limit = None
@@ -150,21 +157,21 @@ def main():
             raise SystemExit("soak: vigil did not settle within 60 s")
         # keepalived's master is the same host: the starved one owns both VIPs.
         order = [owner] + [h for h in lab.hosts() if h != owner]
-        log(f"vigil owner {owner}; keepalived (advert 0.1 s) with {owner} as master")
+        log(f"vigil owner {owner}; keepalived (advert {advert} s) with {owner} as master")
         for rank, h in enumerate(order):
-            conf = lab.path(f"ka01-{h}.conf")
-            text = lab.keepalived_config(h, "0.1")
+            conf = lab.path(f"{ka}-{h}.conf")
+            text = lab.keepalived_config(h, advert)
             text = re.sub(r"priority \d+", f"priority {150 - 10 * rank}", text)
             with open(conf, "w") as f:
                 f.write(text)
-            lab.spawn(f"ka01-{h}", h,
+            lab.spawn(f"{ka}-{h}", h,
                       ["keepalived", "-n", "-l", "-D", "-G", "-P", "-f", conf,
-                       "-p", lab.path(f"ka01-{h}.pid"), "-r", lab.path(f"ka01-{h}.vrrp.pid")],
-                      f"ka01-{h}.log")
+                       "-p", lab.path(f"{ka}-{h}.pid"), "-r", lab.path(f"{ka}-{h}.vrrp.pid")],
+                      f"{ka}-{h}.log")
 
         def ka_settled():
-            holders = [h for h in lab.hosts() if f" {L.KA_VIP_FAST}/" in lab.addresses(h)]
-            return holders == [owner] and lab.arp_answers(L.KA_VIP_FAST) == [lab.macs[owner]]
+            holders = [h for h in lab.hosts() if f" {ka_vip}/" in lab.addresses(h)]
+            return holders == [owner] and lab.arp_answers(ka_vip) == [lab.macs[owner]]
 
         if not L.wait_until(60, 0.3, ka_settled):
             raise SystemExit("soak: keepalived did not settle within 60 s")
@@ -174,18 +181,18 @@ def main():
         for h in lab.hosts():
             add_loss(lab, h, loss)
         limit = CpuLimit(f"{lab.prefix}-starved", quota)
-        starved = [lab.procs[f"vigil-{owner}"].pid] + lab.keepalived_pids(owner, "0.1")
+        starved = [lab.procs[f"vigil-{owner}"].pid] + lab.keepalived_pids(owner, advert)
         for pid in starved:
             limit.add(pid)
         log(f"{loss}% loss in and out on every host; {owner}'s vigil and keepalived "
             f"(pids {starved}) limited to {limit.desc}")
         metrics_before = {h: lab.metrics(h) for h in lab.hosts()}
         log_sizes = {h: os.path.getsize(lab.path(f"vigil-{h}.log")) for h in lab.hosts()}
-        ka_sizes = {h: os.path.getsize(lab.path(f"ka01-{h}.log")) for h in lab.hosts()}
+        ka_sizes = {h: os.path.getsize(lab.path(f"{ka}-{h}.log")) for h in lab.hosts()}
 
         log(f"watching both VIPs for {duration} s")
         watches = {vip: lab.watch(vip, duration * 1000, interval_ms=10, extra=["--gap-ms", "100"])
-                   for vip in (L.VIGIL_VIP, L.KA_VIP_FAST)}
+                   for vip in (L.VIGIL_VIP, ka_vip)}
         outs = {}
         for vip, w in watches.items():
             out, err = w.communicate(timeout=duration + 60)
@@ -196,8 +203,9 @@ def main():
 
         # -- counting --
         report = {"duration_s": duration, "loss_percent": loss, "starved_host": owner,
+                  "keepalived_advert_s": advert,
                   "cpu_limit": limit.desc, "cpu_stat": throttle}
-        for vip, name in ((L.VIGIL_VIP, "vigil"), (L.KA_VIP_FAST, "keepalived_0.1")):
+        for vip, name in ((L.VIGIL_VIP, "vigil"), (ka_vip, ka_name)):
             parsed = L.parse_watch(outs[vip])
             changes = [e for e in parsed["events"] if e.startswith("mac-change") and "kind=arp" in e]
             report[name] = {
@@ -237,7 +245,7 @@ def main():
         report["vigil_metrics_delta_all_hosts"] = counters
         transitions = {}
         for h in lab.hosts():
-            with open(lab.path(f"ka01-{h}.log")) as f:
+            with open(lab.path(f"{ka}-{h}.log")) as f:
                 f.seek(ka_sizes[h])
                 text = f.read()
             transitions[h] = {"MASTER": text.count("Entering MASTER STATE"),
@@ -245,9 +253,9 @@ def main():
         report["keepalived_state_changes"] = transitions
         report["packets_dropped_by_nft"] = {h: dropped(lab, h) for h in lab.hosts()}
         print(json.dumps(report, indent=1))
-        v, k = report["vigil"], report["keepalived_0.1"]
+        v, k = report["vigil"], report[ka_name]
         print(f"\nfalse failovers (ARP answering-MAC changes) in {duration} s: "
-              f"vigil {v['arp_mac_changes']}, keepalived 0.1 s {k['arp_mac_changes']}")
+              f"vigil {v['arp_mac_changes']}, keepalived {advert} s {k['arp_mac_changes']}")
         print(f"probe rounds answered by two MACs: vigil {v['arp_conflict_rounds']}, "
               f"keepalived {k['arp_conflict_rounds']}")
         print(f"ARP outages > 100 ms: vigil {v['arp_outages_over_100ms']}, keepalived "
