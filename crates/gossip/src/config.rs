@@ -95,6 +95,13 @@ pub struct Config {
     /// vigil: distinct helpers whose nacks the verdict needs (capped by the helpers there are;
     /// with none, the watch never declares a death and SWIM's own probes decide).
     pub watch_confirmations: usize,
+    /// vigil: a death we declare when a suspicion expires while we heard from no other node
+    /// since it began is kept to ourselves (not gossiped, not in our push/pulls), the member
+    /// is pinged until it answers, and an answer revives it at its own incarnation. A node cut
+    /// off from everyone then brings no stale deaths back when it returns (they made the
+    /// survivors hold each other dead, and two of them answer for one address, until the
+    /// refutations spread). Off in Go's profiles. See `engine/blind.rs`.
+    pub hold_blind_verdicts: bool,
 }
 
 /// A named set of defaults.
@@ -211,6 +218,7 @@ impl Config {
             watch_confirm_after: ms(40),
             watch_dead_after: ms(130),
             watch_confirmations: 2,
+            hold_blind_verdicts: false,
         }
     }
 
@@ -268,6 +276,7 @@ impl Config {
             probe_on_suspicion: true,
             use_strong_evidence: true,
             watch_neighbours: 2,
+            hold_blind_verdicts: true,
             ..Self::lan()
         }
     }

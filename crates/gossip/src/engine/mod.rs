@@ -25,9 +25,10 @@
 //! constructor, the getters, the output queues, the keyring and delegate setters and the
 //! datagram dispatch; `types` the values that cross the boundary; `probe` failure detection;
 //! `state` the alive / suspect / dead rules; `dissemination` gossip and sending; `push_pull`
-//! joins and anti-entropy; `streams` TCP exchanges; `timers` the clock; `watch` the fast detection of lost neighbours. `members`,
+//! joins and anti-entropy; `streams` TCP exchanges; `timers` the clock; `watch` the fast detection of lost neighbours; `blind` the deaths we declared while cut off. `members`,
 //! `suspicion` and `broadcast` are the data structures they share.
 
+mod blind;
 mod broadcast;
 mod dissemination;
 mod members;
@@ -86,6 +87,7 @@ pub struct Membership {
 
     relays: HashMap<u32, Relay>,
     watch: watch::Watch,
+    blind: blind::Blind,
     /// When we last told a node we hold dead that it is dead (see `nudge_restarted`).
     nudged: HashMap<Arc<str>, Instant>,
     deadlines: BinaryHeap<Reverse<(Instant, Deadline)>>,
@@ -191,6 +193,7 @@ impl Membership {
             first_push_pull: Some((now, push_pull_phase)),
             relays: HashMap::new(),
             watch: watch::Watch::default(),
+            blind: blind::Blind::default(),
             nudged: HashMap::new(),
             deadlines: BinaryHeap::new(),
             suspect_episodes: HashMap::new(),
@@ -354,6 +357,7 @@ impl Membership {
             }
         };
         self.stats.malformed += (contents.malformed.len() + contents.truncated_parts) as u64;
+        self.heard_from_others(now);
         self.watch_heard_from(now, from);
         for msg in contents.messages {
             self.handle_message(now, from, msg);

@@ -55,7 +55,7 @@ impl Membership {
         }
     }
 
-    fn start_push_pull(&mut self, now: Instant, to: SocketAddr, join: bool) {
+    pub(super) fn start_push_pull(&mut self, now: Instant, to: SocketAddr, join: bool) {
         let msg = Message::PushPull(self.local_push_pull(join));
         self.request_stream(
             now,
@@ -72,6 +72,8 @@ impl Membership {
             .list
             .iter()
             .enumerate()
+            // A death we declared blind stays ours (see `blind`): we say nothing of the member.
+            .filter(|(_, m)| !(m.state == MemberState::Dead && self.held_blind(&m.name)))
             .map(|(i, m)| PushNodeState {
                 name: m.name.to_string(),
                 addr: Some(m.ip.as_bytes().to_vec()),

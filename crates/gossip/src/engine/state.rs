@@ -192,6 +192,11 @@ impl Membership {
                 return;
             }
         } else if a.incarnation <= m.incarnation {
+            if a.incarnation == m.incarnation && self.held_blind(&a.node) {
+                // Alive where we declared it dead blind: the cluster never heard our verdict.
+                self.revive_blind(now, &a.node);
+                return;
+            }
             self.nudge_restarted(now, i, a, from);
             self.stats.ignored += 1;
             return;
@@ -463,6 +468,7 @@ impl Membership {
             // A stale heap entry; the current deadline has its own entry.
             return;
         }
+        let blind = self.suspicion_was_blind(s.started);
         self.suspect_episodes.remove(&episode);
         self.stats.deaths_declared += 1;
         let d = Dead {
@@ -470,7 +476,11 @@ impl Membership {
             node: name.to_string(),
             from: self.name().to_string(),
         };
-        self.on_dead(now, &d);
+        if blind {
+            self.declare_dead_blind(now, d);
+        } else {
+            self.on_dead(now, &d);
+        }
     }
 
     pub(super) fn on_dead(&mut self, now: Instant, d: &Dead) {
@@ -499,9 +509,18 @@ impl Membership {
             return;
         }
         if self.members.list[i].state.is_gone() {
+            // Someone else holds it dead too: our verdict, if blind, is no longer ours alone.
+            self.forget_blind(&d.node);
             return;
         }
         self.queue_broadcast(&d.node, &Message::Dead(d.clone()));
+        self.apply_dead(now, d);
+    }
+
+    /// Member `d.node` is dead (or left, when it said so itself): the state change and its
+    /// event, without gossip. Returns its name, or `None` if we do not know it.
+    pub(super) fn apply_dead(&mut self, now: Instant, d: &Dead) -> Option<Arc<str>> {
+        let i = self.members.find(&d.node)?;
         let stamp = self.members.stamp(now);
         let m = &mut self.members.list[i];
         m.suspicion = None;
@@ -512,6 +531,7 @@ impl Membership {
             MemberState::Dead
         };
         m.state_change = stamp;
+        let name = m.name.clone();
         let info = MemberInfo::from(&*m);
         self.watch_members_changed(now);
         self.events.push_back(if info.state == MemberState::Left {
@@ -519,5 +539,18 @@ impl Membership {
         } else {
             Event::Dead(info)
         });
+        Some(name)
+    }
+
+    /// Member `i`, dead to us only, is alive again at the incarnation it had: the state change
+    /// and its join event, without gossip (nobody else held it dead).
+    pub(super) fn revive(&mut self, now: Instant, i: usize) {
+        let stamp = self.members.stamp(now);
+        let m = &mut self.members.list[i];
+        m.state = MemberState::Alive;
+        m.state_change = stamp;
+        let info = MemberInfo::from(&*m);
+        self.events.push_back(Event::Join(info));
+        self.watch_members_changed(now);
     }
 }

@@ -31,6 +31,7 @@ impl Membership {
             }
         };
         self.stats.streams_in += 1;
+        self.heard_from_others(now);
         match opened.message {
             Message::Ping(ping) => {
                 if !ping.node.is_empty() && ping.node != self.name() {
@@ -77,6 +78,7 @@ impl Membership {
         };
         match (purpose, opened) {
             (StreamPurpose::PushPull { join, addr }, Ok(Message::PushPull(remote))) => {
+                self.heard_from_others(now);
                 self.merge_remote(now, remote);
                 self.events.push_back(Event::PushPullComplete {
                     addr,

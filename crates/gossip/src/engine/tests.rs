@@ -1153,3 +1153,88 @@ fn a_stalled_watcher_does_not_accuse_its_target() {
     assert!(net.nodes[0].stats().watch_stalls >= 20);
     assert_eq!(net.count(0, is_dead(&target)), 0);
 }
+
+/// Deaths a node declared while cut off from everyone (see `blind`): with
+/// `hold_blind_verdicts` they stay its own, so when its link comes back no survivor hears
+/// that another survivor died; without it (Go's rule) the survivors hold each other dead
+/// for a while. Returns, per survivor, the dead events it saw about other survivors after
+/// the heal, and the cut node's stats.
+fn heal_after_cut(hold: bool, salt: u64, cut_for: Duration) -> (usize, Stats, Net) {
+    let config = Config {
+        hold_blind_verdicts: hold,
+        ..Config::fast()
+    };
+    let mut net = Net::joined(5, config, salt);
+    for j in 0..4 {
+        net.cut.insert((4, j));
+        net.cut.insert((j, 4));
+    }
+    net.run_for(cut_for);
+    let healed_at = net.now;
+    net.cut.clear();
+    net.run_for(Duration::from_secs(3));
+    let survivors_dead = (0..4)
+        .map(|i| {
+            net.events[i]
+                .iter()
+                .filter(|(at, _)| *at >= healed_at)
+                .filter(|(_, e)| (0..4).any(|j| is_dead(&format!("node-{j}"))(e)))
+                .count()
+        })
+        .sum();
+    let stats = net.nodes[4].stats().clone();
+    (survivors_dead, stats, net)
+}
+
+#[test]
+fn a_node_cut_off_from_everyone_brings_back_no_deaths() {
+    for (salt, ms) in (50..).zip([700, 900, 1200, 2000]) {
+        let (survivors_dead, stats, net) = heal_after_cut(true, salt, Duration::from_millis(ms));
+        assert_eq!(
+            survivors_dead, 0,
+            "salt {salt}: a survivor held another dead"
+        );
+        assert!(stats.blind_deaths >= 1, "salt {salt}: {stats:?}");
+        assert!(stats.blind_revivals >= 1, "salt {salt}: {stats:?}");
+        for i in 0..5 {
+            assert_eq!(
+                net.nodes[i].num_live(),
+                5,
+                "salt {salt}: node {i} after the heal"
+            );
+        }
+        // Virtual time: the cut node finds the others again within its reconnect pings'
+        // period, not at the next periodic push/pull (15 s in this profile).
+        let healed_at = net.now - Duration::from_secs(3);
+        let back = |i: usize| {
+            net.events[i]
+                .iter()
+                .filter(|(at, e)| *at >= healed_at && matches!(e, Event::Join(_)))
+                .map(|(at, _)| *at - healed_at)
+                .max()
+        };
+        let cut_node_back = back(4).expect("the cut node saw the others join");
+        assert!(
+            cut_node_back <= 2 * Config::fast().probe_interval,
+            "{cut_node_back:?}"
+        );
+        for i in 0..4 {
+            let seen = back(i).expect("each survivor saw the cut node join");
+            assert!(
+                seen <= 2 * Config::fast().probe_interval,
+                "node {i}: {seen:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn without_holding_blind_verdicts_survivors_hold_each_other_dead_after_a_heal() {
+    let flaps: Vec<usize> = (50..)
+        .zip([700, 900, 1200, 2000])
+        .map(|(salt, ms)| heal_after_cut(false, salt, Duration::from_millis(ms)).0)
+        .collect();
+    eprintln!("{flaps:?}");
+    let flaps: usize = flaps.iter().sum();
+    assert!(flaps > 0, "Go's rule spreads the cut node's deaths");
+}

@@ -52,6 +52,9 @@ impl Membership {
         if let Some(d) = self.watch_deadline() {
             t = t.min(d);
         }
+        if let Some(d) = self.blind_deadline() {
+            t = t.min(d);
+        }
         Some(t)
     }
 
@@ -86,6 +89,7 @@ impl Membership {
             self.probe_verdict(now);
         }
         self.watch_tick(now);
+        self.blind_tick(now);
         if self.probe.is_none() && now >= self.next_probe {
             self.start_probe(now);
         }

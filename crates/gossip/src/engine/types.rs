@@ -257,4 +257,11 @@ pub struct Stats {
     /// Watch rounds that found we had not run for over two watch intervals (our own stall,
     /// not counted as anyone's silence).
     pub watch_stalls: u64,
+    /// Of `deaths_declared`, those declared blind (we heard from no one for the whole
+    /// suspicion) and so kept to ourselves (`Config::hold_blind_verdicts`).
+    pub blind_deaths: u64,
+    /// Pings sent to members held dead blind, to find them again.
+    pub blind_pings: u64,
+    /// Members held dead blind that turned out alive (an ack, or the cluster's word).
+    pub blind_revivals: u64,
 }

@@ -190,6 +190,16 @@ impl Collector for GossipMetrics {
                 e.absences_proven,
             ),
             (
+                "vigil_gossip_blind_deaths",
+                "Members this node declared dead while it heard from no one, kept to itself.",
+                e.blind_deaths,
+            ),
+            (
+                "vigil_gossip_blind_revivals",
+                "Members held dead by such a blind verdict that answered again.",
+                e.blind_revivals,
+            ),
+            (
                 "vigil_gossip_reannouncements",
                 "Times this node announced its incarnation again after a stale accusation.",
                 e.reannouncements,

@@ -1,0 +1,179 @@
+//! Verdicts reached blind: deaths we declared while we heard from nobody, kept to ourselves.
+//!
+//! Why: a host whose link is cut (or whose partition holds no one else) suspects every member
+//! it probes and declares each dead when the suspicion expires, since no one can refute. In
+//! memberlist those deaths are gossiped, and when the link comes back the host gossips them
+//! to the very members it declared dead and to everyone else: a member that hears "X is dead"
+//! with X's current incarnation takes it as fact until X's refutation reaches it, so for a
+//! gossip round or more the survivors hold each other dead and more than one of them answers
+//! for the same address (issue 23: two or three MACs per ARP question after a heal).
+//!
+//! A death we declared while we heard from no other node for the whole suspicion says more
+//! about us than about the member, so (with [`Config::hold_blind_verdicts`]):
+//! - it is applied locally (the member is dead to us, and the application hears of it) but
+//!   never gossiped, and whatever we had queued about the member (our suspicion of it) is
+//!   dropped; it is left out of the state we send in push/pulls;
+//! - the member is pinged every probe interval for as long as we hold it dead this way (up to
+//!   `gossip_to_the_dead_time`), and an ack, or an alive no older than the one we held,
+//!   revives it at its own incarnation: the cluster never heard our verdict, so nobody has to
+//!   refute it;
+//! - on the first such revival we push/pull with that member at once, so that we learn what
+//!   happened while we were away (our own death, which we then refute) within one round trip
+//!   instead of at the next periodic exchange.
+//!
+//! A false "blind" (we were connected but heard nothing for the whole suspicion, e.g. a
+//! two-member cluster) only means the verdict spreads by the others' own probes instead of
+//! ours: no one else was there to hear it anyway.
+//!
+//! [`Config::hold_blind_verdicts`]: crate::Config::hold_blind_verdicts
+
+use super::timers::advance;
+use super::{MemberState, Membership};
+use crate::wire::{Dead, Message, Transport};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A member we declared dead blind.
+#[derive(Debug)]
+struct BlindDeath {
+    name: Arc<str>,
+    declared: Instant,
+    /// The sequence number of the last reconnect ping sent to it.
+    ping_seq: Option<u32>,
+}
+
+/// What the engine keeps about blind verdicts. Small when unused (a simulator holds thousands
+/// of engines).
+#[derive(Debug, Default)]
+pub(super) struct Blind {
+    /// When a datagram or stream from another node last arrived.
+    heard_at: Option<Instant>,
+    deaths: Vec<BlindDeath>,
+    next_ping: Option<Instant>,
+    /// Whether a revival has already started its catch-up push/pull since the last blind
+    /// death: one exchange is enough to learn the cluster's state.
+    caught_up: bool,
+}
+
+impl Membership {
+    /// A valid datagram or stream from another node arrived.
+    pub(super) fn heard_from_others(&mut self, now: Instant) {
+        self.blind.heard_at = Some(now);
+    }
+
+    /// Whether a suspicion that began at `started` and expires now was held blind: we heard
+    /// from no one since it began.
+    pub(super) fn suspicion_was_blind(&self, started: Instant) -> bool {
+        self.config.hold_blind_verdicts && self.blind.heard_at.is_none_or(|t| t < started)
+    }
+
+    /// Member `i` is dead to us, by a verdict we keep to ourselves.
+    pub(super) fn declare_dead_blind(&mut self, now: Instant, d: Dead) {
+        self.stats.blind_deaths += 1;
+        // Our own suspicion of it, queued but perhaps not yet sent, is as blind as the death.
+        self.broadcasts.remove(&d.node);
+        let Some(name) = self.apply_dead(now, &d) else {
+            return;
+        };
+        self.blind.deaths.retain(|b| b.name != name);
+        self.blind.deaths.push(BlindDeath {
+            name,
+            declared: now,
+            ping_seq: None,
+        });
+        self.blind.caught_up = false;
+        if self.blind.next_ping.is_none() {
+            self.blind.next_ping = Some(now + self.config.probe_interval);
+        }
+    }
+
+    /// Whether we hold `name` dead by a blind verdict.
+    pub(super) fn held_blind(&self, name: &str) -> bool {
+        self.blind.deaths.iter().any(|b| &*b.name == name)
+    }
+
+    /// Someone else declared `name` dead (or it left, or it revived): our verdict is no longer
+    /// ours alone.
+    pub(super) fn forget_blind(&mut self, name: &str) {
+        if !self.blind.deaths.is_empty() {
+            self.blind.deaths.retain(|b| &*b.name != name);
+            if self.blind.deaths.is_empty() {
+                self.blind.next_ping = None;
+            }
+        }
+    }
+
+    /// When the next reconnect pings are due.
+    pub(super) fn blind_deadline(&self) -> Option<Instant> {
+        self.blind.next_ping
+    }
+
+    /// Pings every member held dead blind (each with a sequence number of its own), and lets
+    /// go of those held longer than `gossip_to_the_dead_time`: they are ordinary dead members
+    /// from then on.
+    pub(super) fn blind_tick(&mut self, now: Instant) {
+        let Some(due) = self.blind.next_ping else {
+            return;
+        };
+        if now < due {
+            return;
+        }
+        let keep_for = self.config.gossip_to_the_dead_time;
+        self.blind
+            .deaths
+            .retain(|b| now.saturating_duration_since(b.declared) < keep_for);
+        for k in 0..self.blind.deaths.len() {
+            let name = self.blind.deaths[k].name.clone();
+            let Some(i) = self.members.find(&name) else {
+                continue;
+            };
+            let to = self.members.list[i].addr();
+            let seq = self.next_seq();
+            self.blind.deaths[k].ping_seq = Some(seq);
+            let ping = Message::Ping(self.own_ping(seq, &name));
+            self.stats.blind_pings += 1;
+            self.send_msg(to, ping.to_vec(Transport::Packet));
+        }
+        self.blind.next_ping = if self.blind.deaths.is_empty() {
+            None
+        } else {
+            Some(advance(due, self.config.probe_interval, now))
+        };
+    }
+
+    /// An ack arrived; if it answers a reconnect ping, the member lives: revive it. Returns
+    /// whether the ack was ours.
+    pub(super) fn blind_ack(&mut self, now: Instant, seq: u32) -> bool {
+        let Some(k) = self
+            .blind
+            .deaths
+            .iter()
+            .position(|b| b.ping_seq == Some(seq))
+        else {
+            return false;
+        };
+        let name = self.blind.deaths[k].name.clone();
+        self.revive_blind(now, &name);
+        true
+    }
+
+    /// Member `name`, held dead by our blind verdict, lives (it answered, or someone holds it
+    /// alive at the incarnation we held dead): it takes its old state back, and the first
+    /// revival catches up with the cluster by a push/pull with it.
+    pub(super) fn revive_blind(&mut self, now: Instant, name: &str) {
+        self.forget_blind(name);
+        let Some(i) = self.members.find(name) else {
+            return;
+        };
+        if self.members.list[i].state != MemberState::Dead {
+            return;
+        }
+        self.stats.blind_revivals += 1;
+        let addr = self.members.list[i].addr();
+        self.revive(now, i);
+        if !self.blind.caught_up {
+            self.blind.caught_up = true;
+            self.start_push_pull(now, addr, false);
+        }
+    }
+}
