@@ -102,7 +102,7 @@ fn timeline(
 }
 
 #[test]
-#[ignore = "fails at 50e4636 (issue 23): on SIGCONT the thawed owner answers the ~170 ARP \
+#[ignore = "fails at 3fc6e34 (issue 23): on SIGCONT the thawed owner answers the ~170 ARP \
             questions queued in its socket during the freeze, beside the survivor's answers, \
             within a millisecond and before its own re-assertion; the core must drop or not \
             answer requests older than its stall"]
