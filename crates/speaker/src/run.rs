@@ -33,6 +33,10 @@ const ANNOUNCER_POLL_STOPPING: Duration = Duration::from_millis(5);
 /// The shortest time between two rebuilds of the status (`/status`, `/metrics`): a rebuild
 /// is O(services), and a burst of Kubernetes changes is many small turns.
 const PUBLISH_SPACING: Duration = Duration::from_millis(200);
+/// Rebuilds are also spaced by this many times the last one's duration, so that they take
+/// at most 1/20 of a core however many services there are (at 5,000 services a rebuild
+/// takes tens of milliseconds: every 200 ms, it was most of a sync's CPU).
+const PUBLISH_COST_RATIO: u32 = 20;
 /// The shortest time between two push-pulls with the members held dead that claims on owned
 /// VIPs start ([`Runner::rejoin_the_dead`]).
 const CLAIM_REJOIN_SPACING: Duration = Duration::from_secs(1);
@@ -235,6 +239,7 @@ where
         sink,
         leave: None,
         published: Instant::now(),
+        publish_spacing: PUBLISH_SPACING,
         publish_due: None,
         claim_rejoin_at: None,
     };
@@ -356,9 +361,11 @@ struct Runner<S> {
     sink: S,
     /// The graceful leave, running while the handovers do.
     leave: Option<JoinHandle<()>>,
-    /// When the status was last rebuilt, and when the next rebuild is due (changes came
-    /// within [`PUBLISH_SPACING`] of the last one).
+    /// When the status was last rebuilt, the time to leave before the next rebuild
+    /// ([`PUBLISH_SPACING`], or more after a costly one), and when the next is due (changes
+    /// came within that time of the last one).
     published: Instant,
+    publish_spacing: Duration,
     publish_due: Option<Instant>,
     /// The earliest time a claim may start another push-pull with the dead.
     claim_rejoin_at: Option<Instant>,
@@ -609,13 +616,16 @@ impl<S: StatusSink> Runner<S> {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Rebuilds the status now if the last rebuild is [`PUBLISH_SPACING`] old (or `now`),
+    /// Rebuilds the status now if the last rebuild is `publish_spacing` old (or `now`),
     /// otherwise once it is.
     fn publish_soon(&mut self, core: &SpeakerCore, now: bool) {
-        let at = self.published + PUBLISH_SPACING;
+        let at = self.published + self.publish_spacing;
         if now || Instant::now() >= at {
+            let started = Instant::now();
             self.publish(core);
             self.published = Instant::now();
+            self.publish_spacing =
+                PUBLISH_SPACING.max((self.published - started) * PUBLISH_COST_RATIO);
             self.publish_due = None;
         } else {
             self.publish_due = Some(at);
