@@ -5,6 +5,7 @@
 
 use super::dirty::Bell;
 use super::keyed::Builder;
+use super::slim::Slim;
 use super::watch::{ConfigMarker, Marker, NodeMarker, ServiceMarker, SliceMarker};
 use super::{Shared, Stores, desired_state};
 use crate::crd::{IPAddressPool, L2Advertisement};
@@ -22,7 +23,7 @@ fn cloned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
     objects.iter().map(|o| (**o).clone()).collect()
 }
 
-/// A keyed source over stores filled by hand.
+/// A keyed source over stores filled by hand (each object slimmed as the reflectors do).
 pub struct KeyedBench {
     builder: Builder,
     services: Writer<Service>,
@@ -33,10 +34,13 @@ pub struct KeyedBench {
 
 fn fill<K>(writer: &mut Writer<K>, objects: Vec<K>, marker: &mut impl Marker<K>, bell: &Bell)
 where
-    K: kube::Resource<DynamicType = ()> + Clone,
+    K: kube::Resource<DynamicType = ()> + Slim + Clone,
 {
     let mut events = vec![Event::Init];
-    events.extend(objects.into_iter().map(Event::InitApply));
+    events.extend(objects.into_iter().map(|mut o| {
+        o.slim();
+        Event::InitApply(o)
+    }));
     events.push(Event::InitDone);
     for e in &events {
         writer.apply_watcher_event(e);
@@ -111,6 +115,8 @@ impl KeyedBench {
 
     /// A Service created or changed, as its watch event: the keyed changes.
     pub fn apply_service(&mut self, svc: Service) -> ServiceChanges {
+        let mut svc = svc;
+        svc.slim();
         let e = Event::Apply(svc);
         self.services.apply_watcher_event(&e);
         self.builder.bell.mark(|d| ServiceMarker.mark(&e, d));
@@ -119,6 +125,8 @@ impl KeyedBench {
 
     /// A Service deleted.
     pub fn delete_service(&mut self, svc: Service) -> ServiceChanges {
+        let mut svc = svc;
+        svc.slim();
         let e = Event::Delete(svc);
         self.services.apply_watcher_event(&e);
         self.builder.bell.mark(|d| ServiceMarker.mark(&e, d));
@@ -127,6 +135,8 @@ impl KeyedBench {
 
     /// An EndpointSlice created or changed.
     pub fn apply_slice(&mut self, slice: EndpointSlice) -> ServiceChanges {
+        let mut slice = slice;
+        slice.slim();
         let e = Event::Apply(slice);
         self.slices.apply_watcher_event(&e);
         self.builder.bell.mark(|d| SliceMarker.mark(&e, d));
@@ -135,6 +145,8 @@ impl KeyedBench {
 
     /// An EndpointSlice deleted.
     pub fn delete_slice(&mut self, slice: EndpointSlice) -> ServiceChanges {
+        let mut slice = slice;
+        slice.slim();
         let e = Event::Delete(slice);
         self.slices.apply_watcher_event(&e);
         self.builder.bell.mark(|d| SliceMarker.mark(&e, d));
@@ -143,6 +155,8 @@ impl KeyedBench {
 
     /// A Node created or changed (a kubelet heartbeat included).
     pub fn apply_node(&mut self, node: Node) -> ServiceChanges {
+        let mut node = node;
+        node.slim();
         let e = Event::Apply(node);
         self.nodes.apply_watcher_event(&e);
         let marker = &mut self.node_marker;

@@ -23,6 +23,7 @@
 mod bench;
 mod dirty;
 mod keyed;
+mod slim;
 mod watch;
 
 use crate::ConfigTracker;

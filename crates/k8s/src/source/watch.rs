@@ -12,6 +12,7 @@
 //!   again and then checked against a whole translation.
 
 use super::dirty::{Bell, Dirty, SliceMove};
+use super::slim::Slim;
 use crate::translate::{network_unavailable, service_id, slice_service};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -176,16 +177,21 @@ impl Watch {
         mut marker: impl Marker<K>,
     ) -> Store<K>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource<DynamicType = ()>
+            + Slim
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
         let (reader, writer) = reflector::store();
-        // managedFields are never read here and are most of a small object's size: the
-        // stores keep the objects without them.
+        // The stores keep only what the speaker reads ([`Slim`]): they hold every Service
+        // and slice of the cluster.
         let stream = reflector::reflector(
             writer,
-            watcher(api, config)
-                .default_backoff()
-                .modify(|object| object.meta_mut().managed_fields = None),
+            watcher(api, config).default_backoff().modify(Slim::slim),
         );
         let bell = Arc::clone(&self.bell);
         let counters = self.counters.clone();
@@ -221,7 +227,14 @@ impl Watch {
     /// few minutes). A failed list keeps the last one; a changed list marks the peers.
     pub(super) fn poll_list<K>(&self, api: Api<K>) -> Store<K>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource<DynamicType = ()>
+            + Slim
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
         let (reader, mut writer) = reflector::store();
         let bell = Arc::clone(&self.bell);
@@ -243,8 +256,9 @@ impl Watch {
                         }
                         last_versions = Some(versions);
                         writer.apply_watcher_event(&watcher::Event::Init);
-                        for object in list.items {
+                        for mut object in list.items {
                             counters.count_update();
+                            object.slim();
                             writer.apply_watcher_event(&watcher::Event::InitApply(object));
                         }
                         writer.apply_watcher_event(&watcher::Event::InitDone);
