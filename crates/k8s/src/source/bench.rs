@@ -173,7 +173,7 @@ impl KeyedBench {
 
     /// The keyed state: what the speaker was sent, by Service id.
     pub fn keyed_state(&self) -> Vec<vigil_speaker::model::ServiceSpec> {
-        self.builder.sent.values().cloned().collect()
+        self.builder.sent.specs()
     }
 
     /// The whole-snapshot path this source had before it was keyed: every store

@@ -4,6 +4,7 @@
 //! once changes settle, and periodically.
 
 use super::dirty::{Bell, Dirty};
+use super::sent::Sent;
 use super::{Shared, Stores, service_spec};
 use crate::crd::ConfigurationState;
 use crate::state::ReconcilerCondition;
@@ -49,7 +50,7 @@ pub(crate) struct Builder {
     pub(crate) slice_owner: HashMap<String, String>,
     pub(crate) slices_of: HashMap<String, BTreeSet<String>>,
     /// What the speaker was sent, by Service id: the keyed state.
-    pub(crate) sent: BTreeMap<String, ServiceSpec>,
+    pub(crate) sent: Sent,
     pub(crate) seeds: Vec<String>,
     /// `--majority-guard`: the expected members are counted from the speaker Pods.
     pub(crate) majority_guard: bool,
@@ -197,7 +198,7 @@ impl Builder {
             .iter()
             .map(|s| crate::translate::service_id(s))
             .collect();
-        ids.extend(self.sent.keys().cloned());
+        ids.extend(self.sent.ids().cloned());
         ids
     }
 
@@ -302,14 +303,14 @@ impl Builder {
             match self.translate_one(config.as_ref(), &id, &nodes) {
                 Some((spec, ifaces)) => {
                     interfaces.push((id.clone(), Some(ifaces)));
-                    if self.sent.get(&id) != Some(&spec) {
-                        self.sent.insert(id, spec.clone());
+                    if !self.sent.is(&spec) {
+                        self.sent.insert(spec.clone());
                         changes.upserts.push(spec);
                     }
                 }
                 None => {
                     interfaces.push((id.clone(), None));
-                    if self.sent.remove(&id).is_some() {
+                    if self.sent.remove(&id) {
                         changes.removes.push(id);
                     }
                 }
@@ -366,7 +367,7 @@ impl Builder {
     /// The whole desired state as sent so far.
     fn whole_state(&self) -> DesiredState {
         DesiredState {
-            services: self.sent.values().cloned().collect(),
+            services: self.sent.specs(),
             expected_members: self.expected_members,
             seeds: self.seeds.clone(),
             labels: BTreeMap::new(),
@@ -427,11 +428,11 @@ impl Builder {
         }
         let mut differ: BTreeSet<String> = BTreeSet::new();
         for (id, spec) in &whole {
-            if self.sent.get(id) != Some(spec) {
+            if !self.sent.is(spec) {
                 differ.insert(id.clone());
             }
         }
-        for id in self.sent.keys() {
+        for id in self.sent.ids() {
             if !whole.contains_key(id) {
                 differ.insert(id.clone());
             }
@@ -452,7 +453,7 @@ impl Builder {
         for id in differ {
             match whole.get(&id) {
                 Some(spec) => {
-                    self.sent.insert(id.clone(), spec.clone());
+                    self.sent.insert(spec.clone());
                     changes.removes.retain(|r| *r != id);
                     changes.upserts.retain(|u| u.id != id);
                     changes.upserts.push(spec.clone());

@@ -23,6 +23,7 @@
 mod bench;
 mod dirty;
 mod keyed;
+mod sent;
 mod slim;
 mod watch;
 
