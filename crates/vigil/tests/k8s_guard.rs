@@ -7,11 +7,10 @@
 //! VIPs), then restored. A client asks ARP and NDP for Service `web`'s two VIPs every 5 ms
 //! throughout. Counted, after the link is back: answers from the returning host before its own
 //! gratuitous re-assertion (must be none: it is silent until it has merged, and 600 ms more),
-//! and at the end one MAC per VIP. Printed, not asserted: rounds in which two MACs answered one
-//! question after the heal, between which nodes, and who answered last. In these runs those
-//! are the survivors' doing, not the returning host's: its stale death rumours make one
-//! survivor take over from the other for a moment, and a survivor that has not heard the host
-//! is back keeps answering beside it until its own rejoin (gossip; see docs/ARCHITECTURE.md).
+//! questions answered by two MACs after the heal (must be none: the returning host keeps the
+//! deaths it declared while cut off to itself, so no survivor takes over from another, and
+//! the survivor answering for its VIPs hears it back before it re-asserts and hands over at its
+//! first frame; see docs/ARCHITECTURE.md), and at the end one MAC per VIP.
 //!
 //! Root and the Go programs are needed (skips otherwise; fails under `VIGIL_REQUIRE_ROOT=1` /
 //! `VIGIL_REQUIRE_GO=1`).
@@ -169,6 +168,17 @@ fn cut_and_heal(test: &str, c: &mut Cluster, owner: &str, logs: &dyn Fn() -> Str
             0,
             "{test}: {}: {owner} answered before it had merged and re-asserted\n{}",
             kind.name(),
+            logs()
+        );
+        // The survivors never held each other dead (the returning host kept the deaths it
+        // declared while cut off to itself), and the survivor answering for its VIPs had
+        // heard it back before it re-asserted, so it handed over at its first frame.
+        assert_eq!(
+            seen.double_rounds,
+            0,
+            "{test}: {}: questions answered by two MACs after the heal ({})\n{}",
+            kind.name(),
+            pairs.join(", "),
             logs()
         );
     }

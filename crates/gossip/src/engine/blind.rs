@@ -158,21 +158,35 @@ impl Membership {
     }
 
     /// Member `name`, held dead by our blind verdict, lives (it answered, or someone holds it
-    /// alive at the incarnation we held dead): it takes its old state back, and the first
-    /// revival catches up with the cluster by a push/pull with it.
+    /// alive at the incarnation we held dead): it takes its old state back.
     pub(super) fn revive_blind(&mut self, now: Instant, name: &str) {
-        self.forget_blind(name);
         let Some(i) = self.members.find(name) else {
+            self.forget_blind(name);
             return;
         };
         if self.members.list[i].state != MemberState::Dead {
+            self.forget_blind(name);
             return;
         }
-        self.stats.blind_revivals += 1;
-        let addr = self.members.list[i].addr();
         self.revive(now, i);
-        if !self.blind.caught_up {
+        self.blind_member_back(now, name);
+    }
+
+    /// Member `name` is alive again (revived here, or a newer alive of it arrived): if we held
+    /// it dead blind, that is over, and the first such return catches up with the cluster by a
+    /// push/pull with it, so that we learn at once whether we were declared dead meanwhile
+    /// (and refute) instead of at the next periodic exchange.
+    pub(super) fn blind_member_back(&mut self, now: Instant, name: &str) {
+        if !self.held_blind(name) {
+            return;
+        }
+        self.forget_blind(name);
+        self.stats.blind_revivals += 1;
+        if !self.blind.caught_up
+            && let Some(i) = self.members.find(name)
+        {
             self.blind.caught_up = true;
+            let addr = self.members.list[i].addr();
             self.start_push_pull(now, addr, false);
         }
     }

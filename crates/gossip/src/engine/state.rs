@@ -344,6 +344,7 @@ impl Membership {
             MemberState::Dead | MemberState::Left => {
                 self.events.push_back(Event::Join(info));
                 self.watch_members_changed(now);
+                self.blind_member_back(now, &a.node);
             }
             MemberState::Suspect => {
                 self.events.push_back(Event::Refuted(info.clone()));
