@@ -34,9 +34,11 @@ const ANNOUNCER_POLL_STOPPING: Duration = Duration::from_millis(5);
 /// is O(services), and a burst of Kubernetes changes is many small turns.
 const PUBLISH_SPACING: Duration = Duration::from_millis(200);
 /// Rebuilds are also spaced by this many times the last one's duration, so that they take
-/// at most 1/20 of a core however many services there are (at 5,000 services a rebuild
-/// takes tens of milliseconds: every 200 ms, it was most of a sync's CPU).
-const PUBLISH_COST_RATIO: u32 = 20;
+/// at most 1 % of a core however many services there are (at 5,000 services a rebuild
+/// takes milliseconds to tens of milliseconds: every 200 ms, it was most of a sync's CPU)...
+const PUBLISH_COST_RATIO: u32 = 100;
+/// ...but the status is never older than this while changes come.
+const PUBLISH_SPACING_MAX: Duration = Duration::from_secs(5);
 /// The shortest time between two push-pulls with the members held dead that claims on owned
 /// VIPs start ([`Runner::rejoin_the_dead`]).
 const CLAIM_REJOIN_SPACING: Duration = Duration::from_secs(1);
@@ -624,8 +626,8 @@ impl<S: StatusSink> Runner<S> {
             let started = Instant::now();
             self.publish(core);
             self.published = Instant::now();
-            self.publish_spacing =
-                PUBLISH_SPACING.max((self.published - started) * PUBLISH_COST_RATIO);
+            self.publish_spacing = ((self.published - started) * PUBLISH_COST_RATIO)
+                .clamp(PUBLISH_SPACING, PUBLISH_SPACING_MAX);
             self.publish_due = None;
         } else {
             self.publish_due = Some(at);
