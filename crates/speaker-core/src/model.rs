@@ -143,6 +143,15 @@ pub struct GossipSettings {
     pub tuning: Option<vigil_gossip::Config>,
 }
 
+impl GossipSettings {
+    /// The engine configuration gossip runs with: `tuning` if set, else the profile's.
+    pub fn engine_config(&self) -> vigil_gossip::Config {
+        self.tuning
+            .clone()
+            .unwrap_or_else(|| vigil_gossip::Config::profile(self.profile))
+    }
+}
+
 /// Which interfaces the announcer uses.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InterfaceSelection {

@@ -162,11 +162,7 @@ where
 
     let mut options = Options::new(settings.node_name.clone(), settings.gossip.bind);
     options.advertise = settings.gossip.advertise;
-    options.config = settings
-        .gossip
-        .tuning
-        .clone()
-        .unwrap_or_else(|| vigil_gossip::Config::profile(settings.gossip.profile));
+    options.config = settings.gossip.engine_config();
     options.meta = core.meta().encode();
     options.label = Label::new(settings.gossip.label.clone())
         .map_err(|_| RunError::Start("gossip.label: too long".into()))?;

@@ -19,8 +19,9 @@
 //!   majority guard).
 //! - **Rejoining** when the view holds a strict majority of the members known at isolation
 //!   live again (a push-pull merge brings them all at once), or [`REJOIN_SETTLE`] after the
-//!   first one came back (a partial merge): still silent for [`REJOIN_QUIET`], the time the
-//!   others take to hear this node alive again (its refutation spreads by gossip). Meanwhile a
+//!   first one came back (a partial merge): still silent for [`rejoin_quiet`], the time the
+//!   others take to hear this node alive again (its refutation spreads by gossip): 100 ms
+//!   when gossip catches up by push/pull at once (the fast profile), else [`REJOIN_QUIET`]. Meanwhile a
 //!   survivor that already hears it hands its VIPs over (answering until this node claims
 //!   them, up to the speaker's handover bound of 1 s), so the switch back is one gratuitous
 //!   announcement from this node, and the survivor stops when it hears it.
@@ -51,6 +52,23 @@ pub const REJOIN_SETTLE: Duration = Duration::from_millis(40);
 /// answers when this node starts).
 pub const REJOIN_QUIET: Duration = Duration::from_millis(600);
 
+/// How long a node that merged stays silent when its gossip keeps the deaths it declared
+/// while cut off to itself and catches up by a push/pull the moment it finds a member again
+/// (`Config::hold_blind_verdicts`, the fast profile): its refutation then reaches the others
+/// one or two gossip rounds after it is back, so five rounds (100 ms in the fast profile) is
+/// enough for them to hear it before it claims anything.
+const CAUGHT_UP_QUIET_ROUNDS: u32 = 5;
+
+/// The rejoin quiet for gossip running with `config`: [`CAUGHT_UP_QUIET_ROUNDS`] gossip
+/// intervals when it catches up at once, else [`REJOIN_QUIET`].
+pub fn rejoin_quiet(config: &vigil_gossip::Config) -> Duration {
+    if config.hold_blind_verdicts {
+        (config.gossip_interval * CAUGHT_UP_QUIET_ROUNDS).min(REJOIN_QUIET)
+    } else {
+        REJOIN_QUIET
+    }
+}
+
 /// Where the node stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -80,21 +98,19 @@ pub struct Isolation {
     last_live: BTreeMap<String, Instant>,
     /// Isolations entered, for `/status` and tests.
     entered: u64,
-}
-
-impl Default for Isolation {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// How long a node that merged stays silent.
+    rejoin_quiet: Duration,
 }
 
 impl Isolation {
-    /// Connected, knowing nobody.
-    pub fn new() -> Self {
+    /// Connected, knowing nobody; silent for `rejoin_quiet` after merging (see
+    /// [`rejoin_quiet`]).
+    pub fn new(rejoin_quiet: Duration) -> Self {
         Self {
             state: State::Connected,
             last_live: BTreeMap::new(),
             entered: 0,
+            rejoin_quiet,
         }
     }
 
@@ -149,7 +165,7 @@ impl Isolation {
                     *first_back = None;
                 } else if (live.len() + 1) * 2 > *known {
                     self.state = State::Rejoining {
-                        until: now + REJOIN_QUIET,
+                        until: now + self.rejoin_quiet,
                     };
                 } else if first_back.is_none() {
                     *first_back = Some(now);
@@ -192,7 +208,7 @@ impl Isolation {
                     self.state = State::Connected;
                 } else if first_back.is_some_and(|at| now >= at + REJOIN_SETTLE) {
                     self.state = State::Rejoining {
-                        until: now + REJOIN_QUIET,
+                        until: now + self.rejoin_quiet,
                     };
                 }
             }
@@ -224,7 +240,7 @@ mod tests {
     #[test]
     fn losing_every_peer_isolates_until_a_majority_is_back() {
         let t0 = Instant::now();
-        let mut i = Isolation::new();
+        let mut i = Isolation::new(REJOIN_QUIET);
         assert!(!i.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)])));
         // One by one, as the gossip reports them: suspect is still live.
         i.observe(
@@ -266,7 +282,7 @@ mod tests {
     #[test]
     fn a_partial_merge_waits_a_settle_bound_shorter_than_a_probe_interval() {
         let t0 = Instant::now();
-        let mut i = Isolation::new();
+        let mut i = Isolation::new(REJOIN_QUIET);
         let all = [
             ("a", Alive),
             ("b", Alive),
@@ -304,7 +320,7 @@ mod tests {
     #[test]
     fn the_last_survivor_answers_again_after_the_bound() {
         let t0 = Instant::now();
-        let mut i = Isolation::new();
+        let mut i = Isolation::new(REJOIN_QUIET);
         i.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
         assert!(i.observe(t0, "a", &view(&[("a", Alive), ("b", Dead), ("c", Dead)])));
         assert!(!i.handle_timeout(t0 + ISOLATION_BOUND - MS));
@@ -323,7 +339,7 @@ mod tests {
         // A survivor: one peer died, and two seconds later a stale rumour from a returning
         // host has the other dead for a moment.
         let t0 = Instant::now();
-        let mut i = Isolation::new();
+        let mut i = Isolation::new(REJOIN_QUIET);
         i.observe(t0, "b", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
         i.observe(
             t0 + 100 * MS,
@@ -341,10 +357,10 @@ mod tests {
     #[test]
     fn two_node_clusters_and_graceful_leaves_never_isolate() {
         let t0 = Instant::now();
-        let mut pair = Isolation::new();
+        let mut pair = Isolation::new(REJOIN_QUIET);
         pair.observe(t0, "a", &view(&[("a", Alive), ("b", Alive)]));
         assert!(!pair.observe(t0 + MS, "a", &view(&[("a", Alive), ("b", Dead)])));
-        let mut rolling = Isolation::new();
+        let mut rolling = Isolation::new(REJOIN_QUIET);
         rolling.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
         rolling.observe(
             t0 + MS,

@@ -109,9 +109,12 @@ fn a_cut_off_host_is_silent_until_it_merges_then_owns_what_the_cluster_agrees() 
             .all(|a| !matches!(a, Action::Announced { .. }))
     );
     assert!(core.isolated() && owned(&core).is_empty());
-    assert_eq!(core.poll_timeout(), Some(merged + isolation::REJOIN_QUIET));
+    // The fast profile catches up by push/pull at once: five gossip rounds of quiet.
+    let quiet = isolation::rejoin_quiet(&vigil_gossip::Config::fast());
+    assert_eq!(quiet, 100 * MS);
+    assert_eq!(core.poll_timeout(), Some(merged + quiet));
     // ...then it owns again exactly what it owned before the cut, and nothing else.
-    core.handle_timeout(merged + isolation::REJOIN_QUIET);
+    core.handle_timeout(merged + quiet);
     let actions = drain(&mut core);
     assert!(!core.isolated());
     assert_eq!(owned(&core), rightful);

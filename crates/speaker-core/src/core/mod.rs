@@ -268,7 +268,9 @@ impl SpeakerCore {
             counters: Counters::default(),
             actions: VecDeque::new(),
             timeline: Timeline::new(settings.node_name.clone()),
-            isolation: isolation::Isolation::new(),
+            isolation: isolation::Isolation::new(isolation::rejoin_quiet(
+                &settings.gossip.engine_config(),
+            )),
             claims: claims::ClaimLog::default(),
             clock: now,
         };
