@@ -141,3 +141,102 @@ fn keyed_state_equals_a_whole_translation_after_every_event() {
         assert_eq!(bench.check(), 0, "step {step}");
     }
 }
+
+/// The speaker Pods against a real API server (vigil-kubelab: root and vigil-testenv, else
+/// skipped): a speaker whose role may watch Pods follows them by watch and lists them once,
+/// one whose role may only list them (MetalLB's `pod-lister`) lists them again every 10 s.
+/// Counted in the API server's own request counter, not timed.
+#[test]
+fn speaker_pods_are_watched_where_the_role_allows_and_listed_where_not() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
+    use std::time::{Duration, Instant};
+    use vigil_kubelab::{
+        ControlPlaneConfig, KubeLab, StaticToken, TestPod, apply_yaml, create_pod, ensure_namespace,
+    };
+    use vigil_speaker::observe::SourceCounters;
+
+    const TEST: &str = "keyed_source_pods";
+    const NS: &str = "metallb-system";
+    let lister = StaticToken::service_account(NS, "speaker", "pod-lister-token");
+    let config = ControlPlaneConfig {
+        tokens: vec![lister.clone()],
+        ..ControlPlaneConfig::default()
+    };
+    let Some(lab) = KubeLab::start("kspods", TEST, config) else {
+        return;
+    };
+    let admin = lab.cp().client().expect("admin client");
+    let listing = lab
+        .cp()
+        .client_with_token(&lister.token)
+        .expect("token client");
+    let role = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: pod-lister, namespace: {NS}}}\n\
+         rules: [{{apiGroups: [\"\"], resources: [pods], verbs: [list, get]}}]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: pod-lister, namespace: {NS}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-lister}}\n\
+         subjects: [{{kind: ServiceAccount, name: speaker, namespace: {NS}}}]\n"
+    );
+    /// LIST requests on Pods the API server has served so far.
+    async fn pod_lists(admin: &kube::Client) -> f64 {
+        let request = kube::core::Request::new("/metrics")
+            .list(&Default::default())
+            .expect("request");
+        let text = admin.request_text(request).await.expect("/metrics");
+        text.lines()
+            .filter(|l| {
+                l.starts_with("apiserver_request_total{")
+                    && l.contains(r#"resource="pods""#)
+                    && l.contains(r#"verb="LIST""#)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+    /// Waits (bounded) until `store` holds `n` Pods.
+    async fn holds(store: &kube::runtime::reflector::Store<Pod>, n: usize) -> bool {
+        let limit = Instant::now() + Duration::from_secs(30);
+        while store.state().len() != n && Instant::now() < limit {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        store.state().len() == n
+    }
+    lab.cp().block_on(async move {
+        ensure_namespace(&admin, NS).await.expect("namespace");
+        apply_yaml(&admin, "pod-lister", &role).await.expect("role");
+        for name in ["speaker-a", "speaker-b"] {
+            let pod = TestPod::new(NS, name).label("app", "metallb");
+            create_pod(&admin, &pod).await.expect("pod");
+        }
+        // One more Pod while each store runs, then a window longer than the list period.
+        let mut seen = Vec::new();
+        for (who, client) in [("watch", admin.clone()), ("list", listing)] {
+            let before = pod_lists(&admin).await;
+            let store = vigil_k8s::source::speaker_pods(
+                Api::namespaced(client, NS),
+                SourceCounters::default(),
+            )
+            .await;
+            assert!(
+                holds(&store, seen.len() + 2).await,
+                "{who}: the Pods listed"
+            );
+            let pod = TestPod::new(NS, &format!("speaker-{who}")).label("app", "metallb");
+            create_pod(&admin, &pod).await.expect("pod");
+            seen.push(who);
+            assert!(
+                holds(&store, seen.len() + 2).await,
+                "{who}: the new Pod seen"
+            );
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            let lists = pod_lists(&admin).await - before;
+            println!("{TEST}: {who}: {lists} Pod lists");
+            if who == "watch" {
+                assert_eq!(lists, 1.0, "watched: listed once");
+            } else {
+                assert!(lists >= 2.0, "list only: listed again ({lists})");
+            }
+            drop(store);
+        }
+    });
+}

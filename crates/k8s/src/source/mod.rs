@@ -205,7 +205,7 @@ pub async fn start(
         services: watch.reflect(Api::all(client.clone()), all.clone(), watch::ServiceMarker),
         slices: watch.reflect(Api::all(client.clone()), all.clone(), watch::SliceMarker),
         nodes: watch.reflect(Api::all(client.clone()), all, watch::NodeMarker::default()),
-        pods: watch.poll_list(Api::namespaced(client.clone(), &pod_ns)),
+        pods: watch.pods(Api::namespaced(client.clone(), &pod_ns)),
     };
     stores.wait_ready().await?;
     let mut builder = keyed::Builder {
@@ -262,6 +262,19 @@ pub async fn start(
         counters,
     };
     Ok((source, stores))
+}
+
+/// The speaker Pods' store alone, filled as [`start`] fills it: watched where the role
+/// allows it, listed every 10 s where it may only list (MetalLB's). Returns once it has
+/// listed. For tests.
+pub async fn speaker_pods(api: Api<Pod>, counters: SourceCounters) -> Store<Pod> {
+    let watch = watch::Watch {
+        bell: Arc::new(dirty::Bell::default()),
+        counters,
+    };
+    let pods = watch.pods(api);
+    let _ = pods.wait_until_ready().await;
+    pods
 }
 
 impl Stores {

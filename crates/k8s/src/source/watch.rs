@@ -7,7 +7,8 @@
 //! - A Node event marks the Nodes only when something the translation reads changed
 //!   ([`NodeFacts`]: labels, the `NetworkUnavailable` condition, `InternalIP`s); kubelet
 //!   heartbeats, images and `managedFields` change none of these.
-//! - IPAddressPools and L2Advertisements mark the configuration; speaker Pods the peers.
+//! - IPAddressPools and L2Advertisements mark the configuration; speaker Pods the peers
+//!   (watched, or listed every 10 s where the role may only list them).
 //! - A relist (a watch restarted: `InitDone`) marks `relisted`: everything is translated
 //!   again and then checked against a whole translation.
 
@@ -15,9 +16,13 @@ use super::dirty::{Bell, Dirty, SliceMove};
 use super::slim::Slim;
 use crate::translate::{network_unavailable, service_id, slice_service};
 use futures_util::StreamExt;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::{self, Store};
+use kube::api::PostParams;
+use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -25,10 +30,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::warn;
+use tracing::{info, warn};
 use vigil_speaker::observe::SourceCounters;
 
-/// How often speaker Pods are listed.
+/// How often speaker Pods are listed where they may not be watched.
 const POD_POLL: Duration = Duration::from_secs(10);
 
 /// What every watch shares: the dirty set and its bell, and the counters
@@ -222,10 +227,12 @@ impl Watch {
         reader
     }
 
-    /// A store filled by listing every [`POD_POLL`], not watching: MetalLB's speaker role may
-    /// list speaker Pods but not watch them (MetalLB itself lists them at start and then every
-    /// few minutes). A failed list keeps the last one; a changed list marks the peers.
-    pub(super) fn poll_list<K>(&self, api: Api<K>) -> Store<K>
+    /// The speaker Pods' store (every Pod of the namespace; the translation applies
+    /// `--ml-labels`): watched where the role allows it, otherwise listed every
+    /// [`POD_POLL`]. MetalLB's speaker role grants `list` and `get` on Pods but not `watch`
+    /// (MetalLB lists them at start and then every few minutes), so the first watch refused
+    /// (403) turns this store into the poll for good. A change marks the peers either way.
+    pub(super) fn pods<K>(&self, api: Api<K>) -> Store<K>
     where
         K: Resource<DynamicType = ()>
             + Slim
@@ -240,39 +247,137 @@ impl Watch {
         let bell = Arc::clone(&self.bell);
         let counters = self.counters.clone();
         tokio::spawn(async move {
-            let mut poll = tokio::time::interval(POD_POLL);
-            let mut last_versions: Option<Vec<Option<String>>> = None;
-            loop {
-                poll.tick().await;
-                match api.list(&kube::api::ListParams::default()).await {
-                    Ok(list) => {
-                        let versions = list
-                            .items
-                            .iter()
-                            .map(|o| o.meta().resource_version.clone())
-                            .collect();
-                        if last_versions.as_ref() == Some(&versions) {
-                            continue;
-                        }
-                        last_versions = Some(versions);
-                        writer.apply_watcher_event(&watcher::Event::Init);
-                        for mut object in list.items {
-                            counters.count_update();
-                            object.slim();
-                            writer.apply_watcher_event(&watcher::Event::InitApply(object));
-                        }
-                        writer.apply_watcher_event(&watcher::Event::InitDone);
-                        bell.mark(|dirty| dirty.peers = true);
-                    }
-                    Err(e) => warn!(
-                        event = "k8s_list_error",
-                        kind = %K::kind(&()),
-                        error = %e,
-                        "list failed; the last one stays"
-                    ),
-                }
+            if may_watch(&api).await {
+                watch_until_refused(&api, &mut writer, &bell, &counters).await;
+                info!(
+                    event = "pod_watch_refused",
+                    every = ?POD_POLL,
+                    "the speaker Pods' watch was refused: listing them instead"
+                );
+            } else {
+                info!(
+                    event = "pod_list_polled",
+                    every = ?POD_POLL,
+                    "the role may list speaker Pods but not watch them (MetalLB's): listing them"
+                );
             }
+            poll(api, writer, bell, counters).await;
         });
         reader
+    }
+}
+
+/// Whether this speaker may watch `api`'s objects, as the API server answers a
+/// SelfSubjectAccessReview (every authenticated user may ask). Asking first keeps a refused
+/// watch, and kube's warning about it, out of the log; an error answers no.
+async fn may_watch<K>(api: &Api<K>) -> bool
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: api.namespace().map(str::to_string),
+                verb: Some("watch".into()),
+                group: Some(K::group(&()).into_owned()),
+                resource: Some(K::plural(&()).into_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(api.clone().into_client());
+    match reviews.create(&PostParams::default(), &review).await {
+        Ok(answer) => answer.status.is_some_and(|s| s.allowed),
+        Err(e) => {
+            let code = match &e {
+                kube::Error::Api(status) => status.code.to_string(),
+                _ => "none".into(),
+            };
+            info!(
+                event = "access_review_failed",
+                code, "could not ask whether Pods may be watched"
+            );
+            false
+        }
+    }
+}
+
+/// Feeds `writer` from a watch until the API server refuses the watch itself (403); other
+/// errors are logged and retried with kube's default backoff, the cache in force staying.
+async fn watch_until_refused<K>(
+    api: &Api<K>,
+    writer: &mut Writer<K>,
+    bell: &Bell,
+    counters: &SourceCounters,
+) where
+    K: Resource<DynamicType = ()> + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => {
+                let event = event.modify(Slim::slim);
+                writer.apply_watcher_event(&event);
+                match event {
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
+                        counters.count_update();
+                        bell.mark(|dirty| dirty.peers = true);
+                    }
+                    watcher::Event::InitApply(_) => counters.count_update(),
+                    watcher::Event::InitDone => bell.mark(|dirty| dirty.peers = true),
+                    watcher::Event::Init => {}
+                }
+            }
+            Err(watcher::Error::WatchStartFailed(kube::Error::Api(e))) if e.code == 403 => return,
+            Err(e) => warn!(
+                event = "k8s_watch_error",
+                kind = %K::kind(&()),
+                error = %e,
+                "watch failed; retrying, the cache in force stays"
+            ),
+        }
+    }
+}
+
+/// Lists every [`POD_POLL`] into `writer`. A failed list keeps the last one; a changed list
+/// marks the peers.
+async fn poll<K>(api: Api<K>, mut writer: Writer<K>, bell: Arc<Bell>, counters: SourceCounters)
+where
+    K: Resource<DynamicType = ()> + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let mut poll = tokio::time::interval(POD_POLL);
+    let mut last_versions: Option<Vec<Option<String>>> = None;
+    loop {
+        poll.tick().await;
+        match api.list(&kube::api::ListParams::default()).await {
+            Ok(list) => {
+                let versions = list
+                    .items
+                    .iter()
+                    .map(|o| o.meta().resource_version.clone())
+                    .collect();
+                if last_versions.as_ref() == Some(&versions) {
+                    continue;
+                }
+                last_versions = Some(versions);
+                writer.apply_watcher_event(&watcher::Event::Init);
+                for mut object in list.items {
+                    counters.count_update();
+                    object.slim();
+                    writer.apply_watcher_event(&watcher::Event::InitApply(object));
+                }
+                writer.apply_watcher_event(&watcher::Event::InitDone);
+                bell.mark(|dirty| dirty.peers = true);
+            }
+            Err(e) => warn!(
+                event = "k8s_list_error",
+                kind = %K::kind(&()),
+                error = %e,
+                "list failed; the last one stays"
+            ),
+        }
     }
 }
