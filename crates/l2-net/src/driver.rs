@@ -4,6 +4,10 @@
 //! socket per selected interface, never longer than the announcer's next deadline. After every
 //! input it drains the announcer's transmit queue, so an answer leaves within the same wake-up
 //! as its question.
+//!
+//! A question that waited in its socket longer than [`QUESTION_MAX_AGE`] (by the kernel's
+//! receive timestamp) is dropped unanswered and counted in [`DriverStats::stale_questions`]:
+//! after a freeze, another host may own the VIP and have answered it (see [`freshness`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, Read, Write};
@@ -13,11 +17,12 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use vigil_l2::wire::ethernet::Address as EthernetAddress;
 use vigil_l2::{Announcer, Event as AnnouncerEvent, Interface, Stats, TransmitKind, Vip};
 
+use crate::freshness::{self, QUESTION_MAX_AGE};
 use crate::netlink::{self, Event, Link, Watch};
 use crate::packet_socket::{Filter, PacketSocket};
 use crate::poll;
@@ -61,6 +66,10 @@ pub struct DriverStats {
     pub multicast_errors: u64,
     /// Times the netlink queue overflowed and the state was read again.
     pub netlink_resyncs: u64,
+    /// Questions dropped unanswered because they waited in the socket longer than
+    /// [`QUESTION_MAX_AGE`] (the process was frozen or starved): another host may own the VIP
+    /// by now and have answered them.
+    pub stale_questions: u64,
     /// Frames about each VIP, as MetalLB counts them per IP (kept after the VIP is released,
     /// as counters are).
     pub per_vip: BTreeMap<IpAddr, VipCounters>,
@@ -375,7 +384,7 @@ impl Driver {
                     responder.iface = iface.clone();
                     self.log(format_args!("{} changed: {:?}", iface.name, iface));
                 }
-                None => match PacketSocket::open(index, Filter::Questions) {
+                None => match PacketSocket::open_stamped(index, Filter::Questions) {
                     Ok(socket) => {
                         self.log(format_args!("{} up: {:?}", iface.name, iface));
                         self.responders.insert(
@@ -495,10 +504,16 @@ impl Driver {
             let Some(responder) = self.responders.get(&ifindex) else {
                 return;
             };
-            match responder.socket.recv(buf) {
-                Ok(Some(n)) => {
-                    self.announcer
-                        .handle_frame(Instant::now(), ifindex, &buf[..n]);
+            match responder.socket.recv_stamped(buf) {
+                Ok(Some(received)) => {
+                    let frame = &buf[..received.len];
+                    if freshness::is_stale(received.at, SystemTime::now(), QUESTION_MAX_AGE)
+                        && freshness::is_question(frame)
+                    {
+                        self.stats.stale_questions += 1;
+                        continue;
+                    }
+                    self.announcer.handle_frame(Instant::now(), ifindex, frame);
                     self.flush();
                 }
                 Ok(None) => return,

@@ -9,18 +9,19 @@
 //!
 //! ```text
 //!   netlink watch ──> links/addresses ──> Selection ──> set_interface / remove_interface
-//!   packet sockets ──> handle_frame ──> Announcer ──> poll_transmit ──> packet sockets
+//!   packet sockets ──> freshness ──> handle_frame ──> Announcer ──> poll_transmit ──> packet sockets
 //!   Handle::set_owned ──> wake-up socket ──> set_owned + solicited-node joins
 //! ```
 #![allow(unsafe_code)]
 
 pub mod address;
 pub mod driver;
+pub mod freshness;
 pub mod netlink;
 pub mod packet_socket;
 pub mod poll;
 pub mod selection;
 
 pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle, VipCounters};
-pub use packet_socket::{Filter, PacketSocket};
+pub use packet_socket::{Filter, PacketSocket, Received};
 pub use selection::{NamePatterns, Selection};

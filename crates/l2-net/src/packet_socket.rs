@@ -1,10 +1,10 @@
 //! AF_PACKET sockets bound to one interface, with a classic BPF filter so that the kernel hands
-//! us only the frames we care about, and link-layer multicast membership for solicited-node
-//! groups.
+//! us only the frames we care about, link-layer multicast membership for solicited-node
+//! groups, and optionally the kernel's receive time of each frame.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Which frames a socket receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +81,20 @@ pub struct PacketSocket {
     ifindex: u32,
 }
 
+/// One frame from [`PacketSocket::recv_stamped`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// Its length in the buffer.
+    pub len: usize,
+    /// When the kernel received it (`CLOCK_REALTIME`), from a socket opened with
+    /// [`PacketSocket::open_stamped`]; `None` when no timestamp came with it.
+    pub at: Option<SystemTime>,
+}
+
+/// Room for the control messages of one receive: a `cmsghdr` and a `timespec` need 32 bytes on
+/// 64-bit Linux; the rest is slack. Words, so the buffer is aligned as `cmsghdr` wants.
+const CONTROL_WORDS: usize = 8;
+
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
         Err(io::Error::last_os_error())
@@ -116,6 +130,19 @@ impl PacketSocket {
     /// The socket is created with protocol 0, so it receives nothing until it is bound; the
     /// filter is attached before the bind, so no unfiltered frame is ever queued.
     pub fn open(ifindex: u32, filter: Filter) -> io::Result<Self> {
+        Self::open_with(ifindex, filter, false)
+    }
+
+    /// Like [`PacketSocket::open`], and every frame carries the kernel's receive time (see
+    /// [`PacketSocket::recv_stamped`]). The option is set before the bind, so every queued
+    /// frame has one; but the first socket on the system that asks switches stamping on a
+    /// moment later (a deferred static key), and a frame that arrives before that carries the
+    /// time it is read at.
+    pub fn open_stamped(ifindex: u32, filter: Filter) -> io::Result<Self> {
+        Self::open_with(ifindex, filter, true)
+    }
+
+    fn open_with(ifindex: u32, filter: Filter, stamped: bool) -> io::Result<Self> {
         // SAFETY: plain syscall with constant arguments; the result is checked before use.
         let raw = check(unsafe {
             libc::socket(
@@ -142,6 +169,17 @@ impl PacketSocket {
             libc::SO_RCVBUF,
             &(1 << 20) as &libc::c_int,
         );
+        if stamped {
+            // Software receive stamps, taken when the frame enters the stack (before it waits
+            // in our queue), in nanoseconds. Without them frames come with no time, which
+            // their reader must take as fresh: a socket that answers late beats none.
+            let _ = setsockopt(
+                fd.as_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                &1 as &libc::c_int,
+            );
+        }
         let socket = Self { fd, ifindex };
         socket.bind()?;
         Ok(socket)
@@ -183,22 +221,33 @@ impl PacketSocket {
     /// Receives one frame into `buf`. `Ok(None)` when nothing is waiting. Frames longer than
     /// `buf` are cut to its length (the parsers then see a truncated frame and drop it).
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(self.recv_stamped(buf)?.map(|received| received.len))
+    }
+
+    /// Like [`PacketSocket::recv`], with the kernel's receive time when the socket was opened
+    /// with [`PacketSocket::open_stamped`] (and the control message fitted).
+    pub fn recv_stamped(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
         loop {
             // SAFETY: `sockaddr_ll` is plain old data for which all-zero bytes are valid.
             let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut from_len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: `buf` is valid for writes of `buf.len()` bytes, `from` and `from_len`
-            // are valid for writes and `from_len` holds the size of `from`.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast::<libc::c_void>(),
-                    buf.len(),
-                    0,
-                    (&raw mut from).cast::<libc::sockaddr>(),
-                    &mut from_len,
-                )
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast::<libc::c_void>(),
+                iov_len: buf.len(),
             };
+            let mut control = [0u64; CONTROL_WORDS];
+            // SAFETY: `msghdr` is plain old data for which all-zero bytes are valid (null
+            // pointers, zero lengths).
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = (&raw mut from).cast::<libc::c_void>();
+            msg.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            msg.msg_iov = &raw mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
+            msg.msg_controllen = size_of_val(&control) as _;
+            // SAFETY: `msg` points to `from` (valid for writes of `msg_namelen` bytes), to one
+            // `iovec` describing `buf` (valid for writes of `buf.len()` bytes) and to `control`
+            // (valid for writes of `msg_controllen` bytes); all of them outlive the call.
+            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &raw mut msg, 0) };
             if n < 0 {
                 let err = io::Error::last_os_error();
                 return match err.kind() {
@@ -210,7 +259,10 @@ impl PacketSocket {
             if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
-            return Ok(Some(usize::try_from(n).unwrap_or(0)));
+            return Ok(Some(Received {
+                len: usize::try_from(n).unwrap_or(0),
+                at: receive_time(&msg),
+            }));
         }
     }
 
@@ -259,6 +311,44 @@ impl PacketSocket {
     pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         crate::poll::wait(&[self.fd.as_fd()], timeout).map(|ready| ready[0])
     }
+}
+
+/// The `SCM_TIMESTAMPNS` control message of a message `recvmsg` filled, if there is one.
+fn receive_time(msg: &libc::msghdr) -> Option<SystemTime> {
+    let wanted = size_of::<libc::timespec>();
+    // SAFETY: `msg` was filled by `recvmsg`: its control pointer and length describe a buffer
+    // that is still alive, and the macro reads no further than that length.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !cmsg.is_null() {
+        // SAFETY: a non-null header from `CMSG_FIRSTHDR` / `CMSG_NXTHDR` lies wholly inside the
+        // control buffer, aligned for `cmsghdr`.
+        let header = unsafe { &*cmsg };
+        // SAFETY: `CMSG_LEN` is arithmetic on its argument.
+        let full = unsafe { libc::CMSG_LEN(wanted as libc::c_uint) } as usize;
+        if header.cmsg_level == libc::SOL_SOCKET
+            && header.cmsg_type == libc::SCM_TIMESTAMPNS
+            && header.cmsg_len as usize >= full
+        {
+            // SAFETY: the header says its data holds at least a `timespec` (checked above),
+            // inside the control buffer; the read makes no assumption about its alignment.
+            let stamp: libc::timespec =
+                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>()) };
+            return system_time(stamp);
+        }
+        // SAFETY: `cmsg` is a header of `msg`'s control buffer (see above); the macro returns
+        // null past its end.
+        cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
+    }
+    None
+}
+
+/// A `CLOCK_REALTIME` reading as a [`SystemTime`]; `None` before 1970 or malformed.
+fn system_time(stamp: libc::timespec) -> Option<SystemTime> {
+    let secs = u64::try_from(stamp.tv_sec).ok()?;
+    let nanos = u32::try_from(stamp.tv_nsec)
+        .ok()
+        .filter(|n| *n < 1_000_000_000)?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
 impl AsFd for PacketSocket {

@@ -1,0 +1,225 @@
+//! Questions that waited in the driver's socket past [`QUESTION_MAX_AGE`] are dropped and
+//! counted, not answered; questions asked once the driver runs are answered; and an old claim
+//! by another MAC still reaches the announcer. Over a veth pair in a network namespace of the
+//! test's own: the driver opens its socket, then the test holds it off (the driver thread is
+//! not started yet, as if its process were frozen) while a neighbour asks, and starts it once
+//! those questions are several times the bound old.
+//!
+//! Counted per question (each asked from its own sender address, so each answer names its
+//! question), no durations. Needs root (network namespaces, AF_PACKET). The test re-runs
+//! itself inside the namespace with `ip netns exec`.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+
+use vigil_l2::frames;
+use vigil_l2::wire::ethernet::Address as EthernetAddress;
+use vigil_l2::wire::{arp, ethernet};
+use vigil_l2::{InterfaceSet, Vip};
+use vigil_l2_net::freshness::{QUESTION_MAX_AGE, is_stale};
+use vigil_l2_net::{Driver, DriverConfig, Filter, PacketSocket, Selection};
+
+const INSIDE: &str = "VIGIL_STALE_NETNS_INSIDE";
+const TEST: &str = "questions_older_than_the_bound_are_dropped_and_counted";
+const VIP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
+const CLIENT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x51]);
+/// Another host that claims the VIP (a gratuitous ARP) while the driver is held off.
+const RIVAL_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x52]);
+/// Questions of each kind.
+const QUESTIONS: u8 = 20;
+const GENEROUS: Duration = Duration::from_secs(10);
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("ip");
+    assert!(status.success(), "ip {args:?}");
+}
+
+/// Deletes the namespace however the test ends.
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn ifindex(name: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
+        .expect("ifindex")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// The sender address of question `n` asked before the driver runs (stale) or after (fresh).
+fn sender(stale: bool, n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, if stale { 1 } else { 2 }, n + 1)
+}
+
+/// The address an ARP reply for the VIP answers, if `frame` is one (not gratuitous).
+fn answered(frame: &[u8]) -> Option<Ipv4Addr> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    let packet = arp::Packet::new_checked(eth.payload()).ok()?;
+    let repr = arp::Repr::parse(&packet).ok()?;
+    (repr.operation == arp::Operation::Reply
+        && repr.source_protocol_addr == VIP
+        && repr.target_protocol_addr != VIP)
+        .then_some(repr.target_protocol_addr)
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + GENEROUS;
+    while !done() {
+        assert!(Instant::now() < end, "{what}: not within {GENEROUS:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until the kernel stamps frames as they arrive, and returns the socket that keeps it
+/// so. The first socket that asks for timestamps switches them on for the whole system a moment
+/// later (a deferred static key); until then a frame gets the time it is read at, and would look
+/// fresh. Switched on when a frame read `2 * QUESTION_MAX_AGE` after it was sent is stale.
+fn stamping_on(client: &PacketSocket) -> PacketSocket {
+    let probe = PacketSocket::open_stamped(ifindex("p0"), Filter::Questions).expect("probe");
+    let mut buf = vec![0u8; 2048];
+    wait_until("frames stamped on arrival", || {
+        client
+            .send(&frames::arp_request(
+                CLIENT_MAC,
+                Ipv4Addr::new(198, 18, 3, 1),
+                VIP,
+            ))
+            .expect("send a probe");
+        std::thread::sleep(2 * QUESTION_MAX_AGE);
+        let mut stale = false;
+        while let Some(received) = probe.recv_stamped(&mut buf).expect("recv") {
+            stale |= is_stale(received.at, SystemTime::now(), QUESTION_MAX_AGE);
+        }
+        stale
+    });
+    probe
+}
+
+fn inside() {
+    // No IPv6 on the links: their duplicate address detection would send solicitations of
+    // its own into the count.
+    for conf in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1")
+            .expect("IPv6 off in the test's namespace");
+    }
+    ip(&["link", "add", "p0", "type", "veth", "peer", "name", "p1"]);
+    ip(&["link", "set", "p0", "up"]);
+    ip(&["link", "set", "p1", "up"]);
+    wait_until("p0 has a carrier", || {
+        std::fs::read_to_string("/sys/class/net/p0/carrier").is_ok_and(|c| c.trim() == "1")
+    });
+    let client = PacketSocket::open(ifindex("p1"), Filter::Answers).expect("client socket");
+    let _stamping = stamping_on(&client);
+
+    let config = DriverConfig {
+        announcer: vigil_l2::Config::default(),
+        selection: Selection {
+            exclude: vec![],
+            exclude_matching: None,
+            include: Some(["p0".to_string()].into()),
+        },
+        verbose: false,
+    };
+    // The driver opens p0's socket now; its thread starts later.
+    let (driver, handle) = Driver::new(config).expect("driver");
+    assert!(
+        handle.stats().interfaces.contains("p0"),
+        "p0 got no responder"
+    );
+    handle
+        .set_owned(vec![Vip {
+            addr: IpAddr::V4(VIP),
+            interfaces: InterfaceSet::All,
+        }])
+        .expect("driver not dropped");
+
+    // Held off: questions and a rival's claim queue in the driver's socket and age.
+    for n in 0..QUESTIONS {
+        client
+            .send(&frames::arp_request(CLIENT_MAC, sender(true, n), VIP))
+            .expect("send a question");
+    }
+    client
+        .send(&frames::arp_request(RIVAL_MAC, VIP, VIP))
+        .expect("send a claim");
+    std::thread::sleep(4 * QUESTION_MAX_AGE);
+
+    let thread = std::thread::spawn(move || driver.run());
+    // Every queued frame, the questions and the claim, dropped or handed to the announcer.
+    wait_until("the queued frames read", || {
+        let stats = handle.stats();
+        stats.stale_questions + stats.announcer.frames_received > u64::from(QUESTIONS)
+    });
+    for n in 0..QUESTIONS {
+        client
+            .send(&frames::arp_request(CLIENT_MAC, sender(false, n), VIP))
+            .expect("send a question");
+    }
+    let mut buf = vec![0u8; 2048];
+    let mut replies: Vec<Ipv4Addr> = Vec::new();
+    let fresh: BTreeSet<Ipv4Addr> = (0..QUESTIONS).map(|n| sender(false, n)).collect();
+    wait_until("the fresh questions answered", || {
+        while let Some(n) = client.recv(&mut buf).expect("recv") {
+            replies.extend(answered(&buf[..n]));
+        }
+        fresh.iter().all(|a| replies.contains(a))
+    });
+    let stats = handle.stats();
+    handle
+        .send(vigil_l2_net::Command::Shutdown)
+        .expect("driver running");
+    thread.join().expect("driver thread").expect("driver");
+    while let Some(n) = client.recv(&mut buf).expect("recv") {
+        replies.extend(answered(&buf[..n]));
+    }
+
+    let stale_answered = replies.iter().filter(|a| a.octets()[2] == 1).count();
+    let fresh_answered = replies.iter().filter(|a| fresh.contains(a)).count();
+    eprintln!(
+        "stale questions: {QUESTIONS} asked, {stale_answered} answered, {} dropped; fresh: \
+         {QUESTIONS} asked, {fresh_answered} answered; claims heard: {}",
+        stats.stale_questions, stats.announcer.conflicts
+    );
+    assert_eq!(
+        stale_answered, 0,
+        "a question older than the bound was answered"
+    );
+    assert_eq!(stats.stale_questions, u64::from(QUESTIONS));
+    assert_eq!(
+        fresh_answered,
+        usize::from(QUESTIONS),
+        "each fresh question once"
+    );
+    assert_eq!(stats.announcer.arp_requests_answered, u64::from(QUESTIONS));
+    assert_eq!(
+        stats.announcer.conflicts, 1,
+        "the old claim reaches the announcer"
+    );
+}
+
+#[test]
+fn questions_older_than_the_bound_are_dropped_and_counted() {
+    if std::env::var_os(INSIDE).is_some() {
+        inside();
+        return;
+    }
+    let name = format!("vigil-stale-{}", std::process::id());
+    ip(&["netns", "add", &name]);
+    let _ns = Namespace(name.clone());
+    let exe = std::env::current_exe().expect("test binary");
+    let status = Command::new("ip")
+        .args(["netns", "exec", &name])
+        .arg(exe)
+        .args(["--exact", TEST, "--nocapture"])
+        .env(INSIDE, "1")
+        .status()
+        .expect("ip netns exec");
+    assert!(status.success(), "the test inside the namespace failed");
+}
