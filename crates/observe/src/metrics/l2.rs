@@ -149,6 +149,11 @@ impl Collector for L2Metrics {
                 s.recv_errors,
             ),
             (
+                "vigil_l2_stale_questions",
+                "ARP requests and neighbour solicitations dropped unanswered because they waited in the socket longer than the gossip watch's dead-after time (a frozen or starved process): another node may own the VIP by now.",
+                s.stale_questions,
+            ),
+            (
                 "vigil_l2_socket_errors",
                 "Packet sockets that could not be opened (retried each second).",
                 s.socket_errors,
