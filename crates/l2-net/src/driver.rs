@@ -5,9 +5,10 @@
 //! input it drains the announcer's transmit queue, so an answer leaves within the same wake-up
 //! as its question.
 //!
-//! A question that waited in its socket longer than [`QUESTION_MAX_AGE`] (by the kernel's
-//! receive timestamp) is dropped unanswered and counted in [`DriverStats::stale_questions`]:
-//! after a freeze, another host may own the VIP and have answered it (see [`freshness`]).
+//! A question that arrived while the driver was stalled (by the kernel's receive timestamps: it
+//! waited longer than [`QUESTION_MAX_AGE`], or was queued before a frame that did was read) is
+//! dropped unanswered and counted in [`DriverStats::stale_questions`]: after a freeze, another
+//! host may own the VIP and have answered it (see [`freshness`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, Read, Write};
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 use vigil_l2::wire::ethernet::Address as EthernetAddress;
 use vigil_l2::{Announcer, Event as AnnouncerEvent, Interface, Stats, TransmitKind, Vip};
 
-use crate::freshness::{self, QUESTION_MAX_AGE};
+use crate::freshness::{self, QUESTION_MAX_AGE, StallMark};
 use crate::netlink::{self, Event, Link, Watch};
 use crate::packet_socket::{Filter, PacketSocket};
 use crate::poll;
@@ -66,9 +67,10 @@ pub struct DriverStats {
     pub multicast_errors: u64,
     /// Times the netlink queue overflowed and the state was read again.
     pub netlink_resyncs: u64,
-    /// Questions dropped unanswered because they waited in the socket longer than
-    /// [`QUESTION_MAX_AGE`] (the process was frozen or starved): another host may own the VIP
-    /// by now and have answered them.
+    /// Questions dropped unanswered because they arrived while the driver was stalled (the
+    /// process was frozen or starved): they waited in the socket longer than
+    /// [`QUESTION_MAX_AGE`], or were queued before a frame that did was read. Another host may
+    /// own the VIP by now and have answered them.
     pub stale_questions: u64,
     /// Frames about each VIP, as MetalLB counts them per IP (kept after the VIP is released,
     /// as counters are).
@@ -182,6 +184,8 @@ pub struct Driver {
     /// snooping switches forward the solicitations to us. `None` without IPv6.
     mld: Option<UdpSocket>,
     retry_at: Option<Instant>,
+    /// When a received frame last showed that the driver had stalled (on any interface).
+    stall: StallMark,
 }
 
 impl Driver {
@@ -214,6 +218,7 @@ impl Driver {
             responders: BTreeMap::new(),
             mld: UdpSocket::bind("[::]:0").ok(),
             retry_at: None,
+            stall: StallMark::default(),
         };
         driver.resync(Instant::now())?;
         driver.publish();
@@ -507,9 +512,12 @@ impl Driver {
             match responder.socket.recv_stamped(buf) {
                 Ok(Some(received)) => {
                     let frame = &buf[..received.len];
-                    if freshness::is_stale(received.at, SystemTime::now(), QUESTION_MAX_AGE)
-                        && freshness::is_question(frame)
-                    {
+                    let stalled = self.stall.arrived_stalled(
+                        received.at,
+                        SystemTime::now(),
+                        QUESTION_MAX_AGE,
+                    );
+                    if stalled && freshness::is_question(frame) {
                         self.stats.stale_questions += 1;
                         continue;
                     }

@@ -1,25 +1,32 @@
-//! Whether a received question is too old to answer.
+//! Whether a received question arrived while we were stalled, and so must not be answered.
 //!
 //! A question that waited in our socket (the process was frozen, paused with its VM or starved
-//! of CPU) was asked of whoever owned the VIP when it arrived. Once it has waited as long as the
-//! cluster needs to declare a silent node dead, another host may own the VIP and may have
+//! of CPU) was asked of whoever owned the VIP when it arrived. Once we have not run for as long
+//! as the cluster needs to declare a silent node dead, another host may own the VIP and may have
 //! answered it already; our late answer would arrive last, and the asker's cache keeps the last
 //! answer, our stale MAC. So the driver drops such a question unanswered: if the VIP is still
 //! ours, the asker asks again and is answered then.
 //!
-//! Only questions (ARP requests that are not gratuitous, neighbour solicitations) are judged by
-//! age. Claims (gratuitous ARP, ARP replies and advertisements from other MACs) still reach the
+//! A frame that waited longer than [`QUESTION_MAX_AGE`] shows the stall, and every question
+//! queued before it was read arrived during the stall, however young: after a 1 s freeze the
+//! questions of its last 130 ms are as late as the others (the survivor has answered them too).
+//! Without such a frame (nothing queued early in the stall) a stall goes unseen here; the
+//! gossip side notices it separately.
+//!
+//! Only questions (ARP requests that are not gratuitous, neighbour solicitations) are dropped.
+//! Claims (gratuitous ARP, ARP replies and advertisements from other MACs) still reach the
 //! announcer however old: that another host claimed a VIP we think is ours stays true, and is
-//! what tells a thawed speaker to look for the cluster that declared it dead.
+//! what tells a thawed speaker to look for the cluster that declared it dead. They do count as
+//! evidence of the stall.
 
 use std::time::{Duration, SystemTime};
 
 use vigil_l2::wire::ethernet::{self, EtherType};
 use vigil_l2::wire::{arp, icmpv6, ipv6};
 
-/// The longest a question may have waited in our socket and still be answered: the gossip
-/// watch's dead-after time (`GossipConfig::fast().watch_dead_after`), the earliest the cluster
-/// may have declared us dead and moved the VIP. Past it, a neighbour may have answered for us.
+/// The longest a frame may wait in our socket before it shows a stall: the gossip watch's
+/// dead-after time (`GossipConfig::fast().watch_dead_after`), the earliest the cluster may have
+/// declared us dead and moved the VIP. Past it, a neighbour may be answering for us.
 pub const QUESTION_MAX_AGE: Duration = Duration::from_millis(130);
 
 /// Whether a frame the kernel received at `received` has waited longer than `max_age` by
@@ -32,6 +39,37 @@ pub fn is_stale(received: Option<SystemTime>, now: SystemTime, max_age: Duration
     };
     now.duration_since(received)
         .is_ok_and(|waited| waited > max_age)
+}
+
+/// The latest sign that the reader stalled: when it read a frame that had waited longer than
+/// the bound. Frames received before that instant arrived during the stall.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StallMark {
+    seen_at: Option<SystemTime>,
+}
+
+impl StallMark {
+    /// Judges one frame the kernel received at `received`, read at `now` (right after the
+    /// receive): true when it arrived while the reader was stalled, because it waited longer
+    /// than `max_age` (which marks the stall at `now`) or because it was received before the
+    /// latest such mark. Never on doubt: a frame without a timestamp is on time, and a mark in
+    /// the future (the wall clock stepped back since) is not trusted.
+    pub fn arrived_stalled(
+        &mut self,
+        received: Option<SystemTime>,
+        now: SystemTime,
+        max_age: Duration,
+    ) -> bool {
+        let Some(received) = received else {
+            return false;
+        };
+        if is_stale(Some(received), now, max_age) {
+            self.seen_at = Some(now);
+            return true;
+        }
+        self.seen_at
+            .is_some_and(|mark| mark <= now && received <= mark)
+    }
 }
 
 /// Whether `frame` asks for an address: a non-gratuitous ARP request or a neighbour
@@ -99,6 +137,30 @@ mod tests {
             now,
             QUESTION_MAX_AGE
         ));
+    }
+
+    #[test]
+    fn frames_queued_behind_a_stale_one_arrived_during_the_stall() {
+        let bound = QUESTION_MAX_AGE;
+        let mut mark = StallMark::default();
+        // Nothing stale yet: a young frame is on time.
+        assert!(!mark.arrived_stalled(Some(at(9_990)), at(10_000), bound));
+        // Thawed at 11,000 after a freeze from 10,000: the queue read in order.
+        assert!(mark.arrived_stalled(Some(at(10_010)), at(11_000), bound));
+        assert!(mark.arrived_stalled(Some(at(10_990)), at(11_001), bound));
+        assert!(mark.arrived_stalled(Some(at(11_000)), at(11_001), bound));
+        // Received after the stall was seen: on time.
+        assert!(!mark.arrived_stalled(Some(at(11_002)), at(11_003), bound));
+        assert!(!mark.arrived_stalled(None, at(11_003), bound));
+    }
+
+    #[test]
+    fn a_mark_in_the_future_is_not_trusted() {
+        let bound = QUESTION_MAX_AGE;
+        let mut mark = StallMark::default();
+        assert!(mark.arrived_stalled(Some(at(10_000)), at(11_000), bound));
+        // The wall clock stepped back 5 s: a frame stamped before the mark is on time.
+        assert!(!mark.arrived_stalled(Some(at(6_000)), at(6_001), bound));
     }
 
     #[test]
