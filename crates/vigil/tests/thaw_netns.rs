@@ -102,10 +102,6 @@ fn timeline(
 }
 
 #[test]
-#[ignore = "fails at 3fc6e34 (issue 23): on SIGCONT the thawed owner answers the ~170 ARP \
-            questions queued in its socket during the freeze, beside the survivor's answers, \
-            within a millisecond and before its own re-assertion; the core must drop or not \
-            answer requests older than its stall"]
 fn a_thawed_owner_never_answers_beside_the_survivor_that_took_its_vip() {
     if !root_or_skip("a_thawed_owner_never_answers_beside_the_survivor_that_took_its_vip") {
         return;
