@@ -150,7 +150,7 @@ impl Collector for L2Metrics {
             ),
             (
                 "vigil_l2_stale_questions",
-                "ARP requests and neighbour solicitations dropped unanswered because they waited in the socket longer than the gossip watch's dead-after time (a frozen or starved process): another node may own the VIP by now.",
+                "ARP requests and neighbour solicitations dropped unanswered because they arrived while the announcer was stalled (frozen or starved for longer than the gossip watch's dead-after time): another node may own the VIP by now.",
                 s.stale_questions,
             ),
             (
