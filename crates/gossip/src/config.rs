@@ -102,6 +102,19 @@ pub struct Config {
     /// survivors hold each other dead, and two of them answer for one address, until the
     /// refutations spread). Off in Go's profiles. See `engine/blind.rs`.
     pub hold_blind_verdicts: bool,
+    /// vigil: hearing from no other node for this long, or not running for this long, means
+    /// we may have been declared dead meanwhile ([`Event::CutOff`]): the speaker goes silent
+    /// until a push/pull, started the moment anyone is heard again, merges the cluster's state
+    /// ([`Event::Reconnected`]). Zero turns it off (Go's profiles), and so does a watch turned
+    /// off (`watch_neighbours` 0): without its pings a connected node can go that long without
+    /// a datagram in a small cluster. In the fast profile it is
+    /// `watch_dead_after`, the earliest anyone can declare us dead; the watch's pings (every
+    /// `watch_interval` from each of our watchers) keep a connected node hearing far more
+    /// often than that.
+    ///
+    /// [`Event::CutOff`]: crate::Event::CutOff
+    /// [`Event::Reconnected`]: crate::Event::Reconnected
+    pub deaf_after: Duration,
 }
 
 /// A named set of defaults.
@@ -219,6 +232,7 @@ impl Config {
             watch_dead_after: ms(130),
             watch_confirmations: 2,
             hold_blind_verdicts: false,
+            deaf_after: Duration::ZERO,
         }
     }
 
@@ -277,6 +291,7 @@ impl Config {
             use_strong_evidence: true,
             watch_neighbours: 2,
             hold_blind_verdicts: true,
+            deaf_after: ms(130),
             ..Self::lan()
         }
     }

@@ -25,13 +25,37 @@
 //! two-member cluster) only means the verdict spreads by the others' own probes instead of
 //! ours: no one else was there to hear it anyway.
 //!
+//! Cut off (with [`Config::deaf_after`]): hearing from no other node for that long, or not
+//! running for that long (a frozen or starved process; the others may have declared us dead
+//! and taken over), raises [`Event::CutOff`] once, so the speaker goes silent. The first
+//! datagram from a member afterwards starts a push/pull with it; when one merges (ours or
+//! theirs), or after [`RECONNECT_BOUND`] of hearing the others without one, [`Event::Reconnected`]
+//! ends the episode: by then we know whether we were declared dead, and have refuted it.
+//!
 //! [`Config::hold_blind_verdicts`]: crate::Config::hold_blind_verdicts
+//! [`Config::deaf_after`]: crate::Config::deaf_after
 
 use super::timers::advance;
-use super::{MemberState, Membership};
+use super::{Event, MemberState, Membership};
 use crate::wire::{Dead, Message, Transport};
+use core::time::Duration;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// How long we may hear the others after being cut off without any push/pull merging before
+/// the episode ends anyway: a cluster whose TCP is blocked must not keep us silent for ever.
+pub(super) const RECONNECT_BOUND: Duration = Duration::from_secs(1);
+
+/// An episode of being cut off.
+#[derive(Debug)]
+struct CutOff {
+    since: Instant,
+    /// When we first heard a member again.
+    hearing_since: Option<Instant>,
+    /// The member our catch-up push/pull is with, while it runs.
+    catching_up: Option<SocketAddr>,
+}
 
 /// A member we declared dead blind.
 #[derive(Debug)]
@@ -53,12 +77,140 @@ pub(super) struct Blind {
     /// Whether a revival has already started its catch-up push/pull since the last blind
     /// death: one exchange is enough to learn the cluster's state.
     caught_up: bool,
+    /// When the engine last ran (an input or a timeout), to see our own stalls.
+    last_turn: Option<Instant>,
+    cut_off: Option<CutOff>,
 }
 
 impl Membership {
-    /// A valid datagram or stream from another node arrived.
-    pub(super) fn heard_from_others(&mut self, now: Instant) {
+    /// A valid datagram (from `from`) or stream from another node arrived. If we were cut off,
+    /// catch up with the cluster: a push/pull with the sender if it is a member, else with
+    /// any live member.
+    pub(super) fn heard_from_others(&mut self, now: Instant, from: Option<SocketAddr>) {
         self.blind.heard_at = Some(now);
+        let Some(cut) = &mut self.blind.cut_off else {
+            return;
+        };
+        cut.hearing_since.get_or_insert(now);
+        if cut.catching_up.is_some() {
+            return;
+        }
+        let member_addr = |m: &super::Member| m.addr();
+        let to = from
+            .filter(|a| self.members.list[1..].iter().any(|m| member_addr(m) == *a))
+            .or_else(|| {
+                self.members.list[1..]
+                    .iter()
+                    .find(|m| !m.state.is_gone())
+                    .map(member_addr)
+            });
+        if let Some(to) = to {
+            if let Some(cut) = &mut self.blind.cut_off {
+                cut.catching_up = Some(to);
+            }
+            self.start_push_pull(now, to, false);
+        }
+    }
+
+    /// Every input and timeout starts here: a gap since the last one longer than
+    /// `deaf_after` is a stall of ours (we were frozen or starved), as long as anyone could
+    /// have used to declare us dead.
+    pub(super) fn note_turn(&mut self, now: Instant) {
+        let gap = self
+            .blind
+            .last_turn
+            .map(|t| now.saturating_duration_since(t));
+        self.blind.last_turn = Some(now);
+        if let Some(gap) = gap
+            && self.checks_cut_off()
+            && gap > self.config.deaf_after
+        {
+            self.enter_cut_off(now, gap);
+        }
+    }
+
+    /// The periodic check: deaf for `deaf_after`, or hearing for [`RECONNECT_BOUND`] after a
+    /// cut-off with no push/pull merged.
+    pub(super) fn cut_off_tick(&mut self, now: Instant) {
+        let deaf_after = self.config.deaf_after;
+        if !self.checks_cut_off() {
+            return;
+        }
+        if let Some(t) = self.blind.heard_at
+            && now.saturating_duration_since(t) > deaf_after
+        {
+            self.enter_cut_off(now, now.saturating_duration_since(t));
+        }
+        if let Some(cut) = &self.blind.cut_off
+            && cut
+                .hearing_since
+                .is_some_and(|t| now.saturating_duration_since(t) >= RECONNECT_BOUND)
+        {
+            self.reconnected(now);
+        }
+    }
+
+    /// Cut-offs are looked for only with the watch on: its pings are what make a connected
+    /// node hear someone every `watch_interval`, far inside `deaf_after`.
+    fn checks_cut_off(&self) -> bool {
+        !self.config.deaf_after.is_zero() && self.config.watch_neighbours > 0
+    }
+
+    fn enter_cut_off(&mut self, now: Instant, silent_for: Duration) {
+        if self.blind.cut_off.is_some() || self.leaving {
+            return;
+        }
+        // Alone (or with only the dead), there is nobody to be cut off from.
+        if !self.members.list[1..].iter().any(|m| !m.state.is_gone()) {
+            return;
+        }
+        self.stats.cut_offs += 1;
+        self.blind.cut_off = Some(CutOff {
+            since: now,
+            hearing_since: None,
+            catching_up: None,
+        });
+        self.events.push_back(Event::CutOff { silent_for });
+    }
+
+    /// A push/pull merged the cluster's state (`ok`), or ours with `addr` failed.
+    pub(super) fn push_pull_ended(&mut self, now: Instant, addr: Option<SocketAddr>, ok: bool) {
+        if ok {
+            self.reconnected(now);
+        } else if let Some(cut) = &mut self.blind.cut_off
+            && cut.catching_up.is_some()
+            && cut.catching_up == addr
+        {
+            // Try again with whoever we hear next.
+            cut.catching_up = None;
+        }
+    }
+
+    fn reconnected(&mut self, now: Instant) {
+        if let Some(cut) = self.blind.cut_off.take() {
+            self.events.push_back(Event::Reconnected {
+                after: now.saturating_duration_since(cut.since),
+            });
+        }
+    }
+
+    /// Whether we are cut off now (between [`Event::CutOff`] and [`Event::Reconnected`]).
+    pub fn cut_off(&self) -> bool {
+        self.blind.cut_off.is_some()
+    }
+
+    /// When the cut-off checks need to run.
+    pub(super) fn cut_off_deadline(&self) -> Option<Instant> {
+        if !self.checks_cut_off() {
+            return None;
+        }
+        match &self.blind.cut_off {
+            Some(cut) => cut.hearing_since.map(|t| t + RECONNECT_BOUND),
+            None => self
+                .blind
+                .heard_at
+                .map(|t| t + self.config.deaf_after + Duration::from_millis(1)),
+        }
     }
 
     /// Whether a suspicion that began at `started` and expires now was held blind: we heard
@@ -182,7 +334,13 @@ impl Membership {
         }
         self.forget_blind(name);
         self.stats.blind_revivals += 1;
+        let catching_up = self
+            .blind
+            .cut_off
+            .as_ref()
+            .is_some_and(|c| c.catching_up.is_some());
         if !self.blind.caught_up
+            && !catching_up
             && let Some(i) = self.members.find(name)
         {
             self.blind.caught_up = true;

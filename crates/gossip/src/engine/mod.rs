@@ -347,6 +347,7 @@ impl Membership {
 
     /// A UDP datagram arrived.
     pub fn handle_packet(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        self.note_turn(now);
         self.stats.packets_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
         let contents = match packet::open(&self.framing, bytes) {
@@ -357,7 +358,7 @@ impl Membership {
             }
         };
         self.stats.malformed += (contents.malformed.len() + contents.truncated_parts) as u64;
-        self.heard_from_others(now);
+        self.heard_from_others(now, Some(from));
         self.watch_heard_from(now, from);
         for msg in contents.messages {
             self.handle_message(now, from, msg);

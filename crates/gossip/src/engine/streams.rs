@@ -21,6 +21,7 @@ pub(super) enum StreamPurpose {
 impl Membership {
     /// An accepted TCP connection has delivered `buf` so far (everything since it opened).
     pub fn handle_incoming_stream(&mut self, now: Instant, buf: &[u8]) -> IncomingStream {
+        self.note_turn(now);
         let opened = match stream::open(&self.framing, buf, true) {
             Ok(None) => return IncomingStream::NeedMore,
             Ok(Some(o)) => o,
@@ -31,7 +32,7 @@ impl Membership {
             }
         };
         self.stats.streams_in += 1;
-        self.heard_from_others(now);
+        self.heard_from_others(now, None);
         match opened.message {
             Message::Ping(ping) => {
                 if !ping.node.is_empty() && ping.node != self.name() {
@@ -48,6 +49,7 @@ impl Membership {
                 let reply = Message::PushPull(self.local_push_pull(remote.join));
                 let bytes = self.seal_stream(&reply, false);
                 self.merge_remote(now, remote);
+                self.push_pull_ended(now, None, true);
                 IncomingStream::Reply(bytes)
             }
             Message::User(msg) => {
@@ -68,6 +70,7 @@ impl Membership {
         id: StreamId,
         buf: &[u8],
     ) -> StreamProgress {
+        self.note_turn(now);
         let opened = match stream::open(&self.framing, buf, false) {
             Ok(None) => return StreamProgress::NeedMore,
             Ok(Some(o)) => Ok(o.message),
@@ -78,8 +81,9 @@ impl Membership {
         };
         match (purpose, opened) {
             (StreamPurpose::PushPull { join, addr }, Ok(Message::PushPull(remote))) => {
-                self.heard_from_others(now);
+                self.heard_from_others(now, Some(addr));
                 self.merge_remote(now, remote);
+                self.push_pull_ended(now, Some(addr), true);
                 self.events.push_back(Event::PushPullComplete {
                     addr,
                     join,
@@ -119,6 +123,7 @@ impl Membership {
                 if why == StreamFailure::Refused {
                     self.handle_unreachable(now, addr);
                 }
+                self.push_pull_ended(now, Some(addr), false);
                 self.events.push_back(Event::PushPullComplete {
                     addr,
                     join,

@@ -1238,3 +1238,66 @@ fn without_holding_blind_verdicts_survivors_hold_each_other_dead_after_a_heal() 
     let flaps: usize = flaps.iter().sum();
     assert!(flaps > 0, "Go's rule spreads the cut node's deaths");
 }
+
+fn cut_offs(net: &Net, i: usize) -> (usize, usize) {
+    let cut = net.count(i, |e| matches!(e, Event::CutOff { .. }));
+    let back = net.count(i, |e| matches!(e, Event::Reconnected { .. }));
+    (cut, back)
+}
+
+/// A node whose link is cut hears no one: it says so once, and once it hears the others
+/// again a push/pull ends the episode (it then knows it was declared dead, and refuted).
+/// Nobody else was cut off.
+#[test]
+fn a_cut_node_reports_the_cut_once_and_reconnects_after_a_merge() {
+    let mut net = Net::joined(5, Config::fast(), 60);
+    net.run_for(Duration::from_secs(2));
+    for j in 0..4 {
+        net.cut.insert((4, j));
+        net.cut.insert((j, 4));
+    }
+    net.run_for(Duration::from_millis(400));
+    assert_eq!(cut_offs(&net, 4), (1, 0), "cut off, not yet back");
+    assert!(net.nodes[4].cut_off());
+    net.cut.clear();
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(cut_offs(&net, 4), (1, 1), "one episode, ended");
+    assert!(!net.nodes[4].cut_off());
+    assert!(
+        net.nodes[4].stats().refutations >= 1,
+        "it learned it had been declared dead"
+    );
+    for i in 0..4 {
+        assert_eq!(cut_offs(&net, i), (0, 0), "node {i}");
+        assert_eq!(net.nodes[i].num_live(), 5, "node {i}");
+    }
+}
+
+/// A node that did not run for longer than anyone needs to declare it dead (a frozen
+/// process) reports a cut-off at its first turn back, and reconnects through a push/pull.
+#[test]
+fn a_stalled_node_reports_a_cut_off_and_reconnects() {
+    let mut net = Net::joined(5, Config::fast(), 61);
+    net.run_for(Duration::from_secs(2));
+    net.down.insert(4);
+    net.run_for(Duration::from_millis(500));
+    net.down.clear();
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(cut_offs(&net, 4), (1, 1));
+    for i in 0..5 {
+        assert_eq!(net.nodes[i].num_live(), 5, "node {i}");
+    }
+}
+
+/// A healthy cluster never feels cut off, and Go's profiles never check.
+#[test]
+fn connected_nodes_never_report_a_cut_off() {
+    for config in [Config::fast(), Config::lan()] {
+        let mut net = Net::joined(5, config, 62);
+        net.run_for(Duration::from_secs(20));
+        for i in 0..5 {
+            assert_eq!(net.nodes[i].stats().cut_offs, 0, "node {i}");
+        }
+    }
+    assert!(Config::lan().deaf_after.is_zero() && !Config::lan().hold_blind_verdicts);
+}

@@ -55,11 +55,16 @@ impl Membership {
         if let Some(d) = self.blind_deadline() {
             t = t.min(d);
         }
+        if let Some(d) = self.cut_off_deadline() {
+            t = t.min(d);
+        }
         Some(t)
     }
 
     /// Time has come (see [`poll_timeout`](Self::poll_timeout)).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.note_turn(now);
+        self.cut_off_tick(now);
         if let Some(d) = self.leave_deadline
             && now >= d
         {

@@ -204,6 +204,20 @@ pub enum Event {
     },
     /// Our leave message went out (or the leave timed out): safe to shut down.
     LeaveComplete,
+    /// We heard from no other node for `Config::deaf_after`, or did not run for that long (a
+    /// frozen or starved process): the others may have declared us dead and taken over what
+    /// we announce. Once per episode, which [`Event::Reconnected`] ends. vigil only.
+    CutOff {
+        /// The silence or stall that showed it.
+        silent_for: Duration,
+    },
+    /// After [`Event::CutOff`], a push/pull with a member merged the cluster's state (so a
+    /// death of ours declared meanwhile is known and refuted), or we heard the others for a
+    /// second without managing one.
+    Reconnected {
+        /// How long the episode lasted.
+        after: Duration,
+    },
 }
 
 /// Counters for metrics. All only ever increase.
@@ -264,4 +278,6 @@ pub struct Stats {
     pub blind_pings: u64,
     /// Members held dead blind that turned out alive (an ack, or the cluster's word).
     pub blind_revivals: u64,
+    /// Times we found ourselves cut off (`Event::CutOff`).
+    pub cut_offs: u64,
 }
