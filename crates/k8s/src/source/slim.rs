@@ -9,7 +9,7 @@
 //!   `metallb.io/*`: `allow-shared-ip`), `spec.type`, `spec.loadBalancerClass`,
 //!   `spec.externalTrafficPolicy` and `status.loadBalancer` (the translation; the Events'
 //!   object reference reads name, namespace, uid and resourceVersion).
-//! - EndpointSlice: name, namespace and labels (`kubernetes.io/service-name`), the address
+//! - EndpointSlice: name, namespace, the `kubernetes.io/service-name` label, the address
 //!   type, and each endpoint's `nodeName` and `conditions`.
 //! - Node: name and labels (node selectors, the exclude label), `status.addresses` (peers'
 //!   `InternalIP`s) and the `NetworkUnavailable` condition.
@@ -27,6 +27,9 @@ pub(crate) trait Slim {
     /// Takes out every field the speaker does not read.
     fn slim(&mut self);
 }
+
+/// The one label of a slice the speaker reads: its Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// Annotations the speaker reads: MetalLB's own.
 fn metallb_annotation(key: &str) -> bool {
@@ -62,9 +65,17 @@ impl Slim for Service {
 
 impl Slim for EndpointSlice {
     fn slim(&mut self) {
-        slim_meta(&mut self.metadata);
-        self.metadata.annotations = None;
-        self.metadata.owner_references = None;
+        let meta = std::mem::take(&mut self.metadata);
+        let labels = meta.labels.map(|mut l| {
+            l.retain(|k, _| k == SERVICE_NAME_LABEL);
+            l
+        });
+        self.metadata = ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            labels,
+            ..ObjectMeta::default()
+        };
         self.ports = None;
         for e in &mut self.endpoints {
             e.addresses = Vec::new();
@@ -79,9 +90,12 @@ impl Slim for EndpointSlice {
 
 impl Slim for Node {
     fn slim(&mut self) {
-        slim_meta(&mut self.metadata);
-        self.metadata.annotations = None;
-        self.metadata.owner_references = None;
+        let meta = std::mem::take(&mut self.metadata);
+        self.metadata = ObjectMeta {
+            name: meta.name,
+            labels: meta.labels,
+            ..ObjectMeta::default()
+        };
         self.spec = None;
         if let Some(status) = self.status.take() {
             let conditions = status.conditions.map(|mut cs| {
@@ -242,6 +256,7 @@ mod tests {
                     let sl = slice(ready);
                     let (slim_svc, slim_sl) = (slimmed(&svc), slimmed(&sl));
                     assert_eq!(slice_service(&slim_sl), slice_service(&sl));
+                    assert_eq!(slim_sl.metadata.labels.as_ref().map(|l| l.len()), Some(1));
                     let whole = translate_service(&config, &svc, &[&sl], &by_name, &options);
                     let slim = translate_service(
                         &slim_config,
