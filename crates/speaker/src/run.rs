@@ -408,6 +408,24 @@ impl<S: StatusSink> Runner<S> {
                 info!(event = "member_left", member = %m.name, "member left");
                 MemberEventKind::Left
             }
+            Event::Gossip(Gossip::CutOff { silent_for }) => {
+                warn!(
+                    event = "cut_off",
+                    silent_ms = silent_for.as_millis() as u64,
+                    "heard no member (or did not run) for as long as the others need to declare this node dead; silent until a push/pull merges"
+                );
+                core.handle_cut_off(now());
+                return;
+            }
+            Event::Gossip(Gossip::Reconnected { after }) => {
+                info!(
+                    event = "reconnected",
+                    after_ms = after.as_millis() as u64,
+                    "merged the cluster's state after a cut-off"
+                );
+                core.handle_reconnected(now());
+                return;
+            }
             Event::Gossip(Gossip::Conflict {
                 existing,
                 other_addr,

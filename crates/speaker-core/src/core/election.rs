@@ -759,7 +759,7 @@ fn why_not_reason(verdict: &Verdict, isolated: bool, guard_needed: usize) -> Str
             q.live
         ),
         Verdict::NoQuorum(_) if isolated => {
-            "isolated: every other member lost at once; silent until the cluster is heard".into()
+            "isolated: every other member lost at once, or none heard; silent until the cluster is heard".into()
         }
         Verdict::Owner => "this node owns it".into(),
         Verdict::Standby { owner: Some(o) } => format!("{o} is first of the candidates"),

@@ -25,6 +25,13 @@
 //!   survivor that already hears it hands its VIPs over (answering until this node claims
 //!   them, up to the speaker's handover bound of 1 s), so the switch back is one gratuitous
 //!   announcement from this node, and the survivor stops when it hears it.
+//! - **Cut off**: gossip may report it heard no one, or did not run, for as long as the others
+//!   need to declare this node dead (`vigil_gossip::Event::CutOff`, the fast profile): then
+//!   it is isolated at once, whatever its view says (a frozen process thaws with everyone
+//!   still live in its view; a cut host declares its peers dead one at a time and with five
+//!   hosts still holds some live when its link returns), if at least [`MIN_PEERS`] others
+//!   are live. Only gossip's reconnection (a merged push/pull: it then knows whether it was
+//!   declared dead, and refuted) starts the rejoin quiet.
 //! - **Bounded**: after [`ISOLATION_BOUND`] with nobody back it is the last survivor after all
 //!   and answers again alone. A cut longer than that answers on return until gossip merges, as
 //!   before this rule.
@@ -74,7 +81,7 @@ pub fn rejoin_quiet(config: &vigil_gossip::Config) -> Duration {
 enum State {
     /// Hearing the cluster (or never had enough peers to tell).
     Connected,
-    /// Every other member lost at once.
+    /// Every other member lost at once, or gossip cut off.
     Isolated {
         /// Since when.
         since: Instant,
@@ -82,6 +89,9 @@ enum State {
         known: usize,
         /// When the first of them came back, if one has.
         first_back: Option<Instant>,
+        /// Gossip reported this node cut off: only its reconnection (a merged push/pull)
+        /// ends this, not the view (a stalled node's view still shows everyone live).
+        cut_off: bool,
     },
     /// Merged; silent until `until` so that the others hear this node first.
     Rejoining {
@@ -100,6 +110,9 @@ pub struct Isolation {
     entered: u64,
     /// How long a node that merged stays silent.
     rejoin_quiet: Duration,
+    /// The isolation bound passed while gossip was still cut off: its reconnection, when it
+    /// comes, still calls for the quiet (the cluster moved on meanwhile).
+    outlasted_cut_off: bool,
 }
 
 impl Isolation {
@@ -111,6 +124,7 @@ impl Isolation {
             last_live: BTreeMap::new(),
             entered: 0,
             rejoin_quiet,
+            outlasted_cut_off: false,
         }
     }
 
@@ -155,9 +169,11 @@ impl Isolation {
                         since: now,
                         known: recent + 1,
                         first_back: None,
+                        cut_off: false,
                     };
                 }
             }
+            State::Isolated { cut_off: true, .. } => {}
             State::Isolated {
                 known, first_back, ..
             } => {
@@ -174,6 +190,47 @@ impl Isolation {
             State::Rejoining { .. } => {}
         }
         self.expire(now);
+        before != self.silenced()
+    }
+
+    /// Gossip found this node cut off (`vigil_gossip::Event::CutOff`: it heard no one, or did
+    /// not run, for as long as the others need to declare it dead): silent, as if isolated,
+    /// when at least [`MIN_PEERS`] others are live in `members` (with fewer, MetalLB's
+    /// behaviour: nobody else could have taken over, or a two-node cluster cannot tell).
+    /// Only [`reconnected`](Self::reconnected) or [`ISOLATION_BOUND`] ends it. Returns
+    /// whether [`silenced`](Self::silenced) changed.
+    pub fn cut_off(&mut self, now: Instant, me: &str, members: &[Member]) -> bool {
+        let before = self.silenced();
+        let live = members.iter().filter(|m| m.name != me && m.live()).count();
+        match &mut self.state {
+            State::Isolated { cut_off, .. } => *cut_off = true,
+            State::Connected | State::Rejoining { .. } if live >= MIN_PEERS => {
+                self.entered += 1;
+                self.state = State::Isolated {
+                    since: now,
+                    known: live + 1,
+                    first_back: None,
+                    cut_off: true,
+                };
+            }
+            _ => {}
+        }
+        before != self.silenced()
+    }
+
+    /// Gossip merged the cluster's state after a cut-off (`vigil_gossip::Event::Reconnected`):
+    /// this node now knows whether it was declared dead and has refuted it; silent for the
+    /// rejoin quiet more, so that the others hear it first. Returns whether
+    /// [`silenced`](Self::silenced) changed.
+    pub fn reconnected(&mut self, now: Instant) -> bool {
+        let before = self.silenced();
+        let cut_off = matches!(self.state, State::Isolated { cut_off: true, .. });
+        if cut_off || (self.state == State::Connected && self.outlasted_cut_off) {
+            self.state = State::Rejoining {
+                until: now + self.rejoin_quiet,
+            };
+        }
+        self.outlasted_cut_off = false;
         before != self.silenced()
     }
 
@@ -201,10 +258,14 @@ impl Isolation {
     fn expire(&mut self, now: Instant) {
         match &self.state {
             State::Isolated {
-                since, first_back, ..
+                since,
+                first_back,
+                cut_off,
+                ..
             } => {
                 if now >= *since + ISOLATION_BOUND {
                     // Nobody came back: the last survivor.
+                    self.outlasted_cut_off = *cut_off;
                     self.state = State::Connected;
                 } else if first_back.is_some_and(|at| now >= at + REJOIN_SETTLE) {
                     self.state = State::Rejoining {
@@ -373,5 +434,55 @@ mod tests {
             &view(&[("a", Alive), ("b", Left), ("c", Dead)])
         ));
         assert!(!rolling.silenced());
+    }
+
+    #[test]
+    fn a_cut_off_silences_until_gossip_reconnects_whatever_the_view_says() {
+        let t0 = Instant::now();
+        let quiet = 100 * MS;
+        let all = view(&[("a", Alive), ("b", Alive), ("c", Alive)]);
+        let mut i = Isolation::new(quiet);
+        i.observe(t0, "a", &all);
+        assert!(i.cut_off(t0 + MS, "a", &all), "silenced");
+        assert_eq!(i.entered(), 1);
+        // A thawed node's view still shows everyone live: that does not end it.
+        assert!(!i.observe(t0 + 2 * MS, "a", &all));
+        assert!(i.silenced());
+        assert!(!i.cut_off(t0 + 3 * MS, "a", &all), "one episode");
+        assert!(!i.reconnected(t0 + 50 * MS), "still quiet");
+        assert_eq!(i.poll_timeout(), Some(t0 + 50 * MS + quiet));
+        assert!(i.handle_timeout(t0 + 50 * MS + quiet));
+        assert!(!i.silenced());
+        // A reconnection without a cut-off changes nothing.
+        assert!(!i.reconnected(t0 + 200 * MS));
+        assert!(!i.silenced());
+    }
+
+    #[test]
+    fn a_cut_off_in_a_two_node_cluster_keeps_answering() {
+        let t0 = Instant::now();
+        let mut i = Isolation::new(REJOIN_QUIET);
+        let pair = view(&[("a", Alive), ("b", Alive)]);
+        i.observe(t0, "a", &pair);
+        assert!(!i.cut_off(t0 + MS, "a", &pair));
+        assert!(!i.silenced());
+    }
+
+    #[test]
+    fn a_cut_off_outlasting_the_bound_answers_then_rejoins_quietly_when_heard() {
+        let t0 = Instant::now();
+        let all = view(&[("a", Alive), ("b", Alive), ("c", Alive)]);
+        let mut i = Isolation::new(REJOIN_QUIET);
+        i.observe(t0, "a", &all);
+        i.cut_off(t0, "a", &all);
+        assert!(
+            i.handle_timeout(t0 + ISOLATION_BOUND),
+            "the last survivor answers"
+        );
+        assert!(
+            i.reconnected(t0 + ISOLATION_BOUND + MS),
+            "back: quiet first"
+        );
+        assert!(i.silenced());
     }
 }

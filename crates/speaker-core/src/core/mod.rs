@@ -190,6 +190,8 @@ pub enum Trigger {
     Desired,
     /// This node is stopping.
     Stop,
+    /// Gossip found this node cut off.
+    CutOff,
 }
 
 impl fmt::Display for Trigger {
@@ -202,6 +204,7 @@ impl fmt::Display for Trigger {
             Self::HoldDownOver => f.write_str("hold-down over"),
             Self::Desired => f.write_str("reload"),
             Self::Stop => f.write_str("stop"),
+            Self::CutOff => f.write_str("cut off"),
         }
     }
 }
@@ -432,6 +435,38 @@ impl SpeakerCore {
         }
         if kind == Some(MemberEventKind::Join) && self.election.owns_any() {
             self.actions.push_back(Action::Reannounce);
+        }
+    }
+
+    /// Gossip found this node cut off (it heard no one, or did not run, for as long as the
+    /// others need to declare it dead): silent until [`handle_reconnected`]
+    /// (see [`isolation`]).
+    ///
+    /// [`handle_reconnected`]: Self::handle_reconnected
+    pub fn handle_cut_off(&mut self, now: Instant) {
+        self.tick(now);
+        if self.stopping() {
+            return;
+        }
+        if self
+            .isolation
+            .cut_off(now, &self.node, self.election.members())
+        {
+            self.election.set_isolated(self.isolation.silenced());
+            self.resync(now, Trigger::CutOff);
+        }
+    }
+
+    /// Gossip merged the cluster's state after a cut-off: silent for the rejoin quiet, then
+    /// elects from the merged view.
+    pub fn handle_reconnected(&mut self, now: Instant) {
+        self.tick(now);
+        if self.stopping() {
+            return;
+        }
+        if self.isolation.reconnected(now) {
+            self.election.set_isolated(self.isolation.silenced());
+            self.resync(now, Trigger::View);
         }
     }
 
@@ -874,7 +909,7 @@ fn cause_of(trigger: Trigger) -> Cause {
         Trigger::Member(
             MemberEventKind::Update | MemberEventKind::Suspect | MemberEventKind::Refuted,
         ) => Cause::MemberUpdated,
-        Trigger::View | Trigger::Stop => Cause::View,
+        Trigger::View | Trigger::Stop | Trigger::CutOff => Cause::View,
         Trigger::Health => Cause::Health,
         Trigger::HoldDownOver => Cause::HoldDownOver,
         Trigger::Desired => Cause::Configuration,
