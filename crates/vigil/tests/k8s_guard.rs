@@ -244,11 +244,14 @@ fn with_the_majority_guard_in_kubernetes_mode_a_returning_host_never_answers_bes
         snapshot.replace(logs(&speakers));
         snapshot.borrow().clone()
     });
-    // Cut off, the owner saw no majority and went silent with the guard's reason.
+    // Cut off, the owner went silent: gossip's cut-off (heard no one for 130 ms) comes before
+    // the guard sees its view drop below a majority, so either reason may be the one logged.
     let released = events(&speakers[i].log_text(), "vip_released");
     assert!(
-        released.iter().any(|l| l.contains("split-brain guard")),
-        "{TEST}: {owner} never released its VIPs for want of a majority: {released:?}"
+        released
+            .iter()
+            .any(|l| l.contains("split-brain guard") || l.contains("isolated")),
+        "{TEST}: {owner} never released its VIPs when cut off: {released:?}"
     );
     for p in &mut speakers {
         p.check_running();
