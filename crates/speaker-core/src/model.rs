@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 use vigil_gossip::Profile;
 
@@ -241,6 +242,9 @@ impl DesiredState {
     }
 }
 
+/// A set of node names, shared by the services that have the same one.
+pub type NodeSet = Arc<BTreeSet<String>>;
+
 /// One service: VIPs and the rules for which nodes may answer for them.
 ///
 /// Services that share a VIP are elected together (one owner, admitted by every one of them),
@@ -253,8 +257,10 @@ pub struct ServiceSpec {
     /// The VIPs, IPv4-mapped IPv6 already turned into IPv4.
     pub vips: Vec<IpAddr>,
     /// Only these nodes may answer; `None`: any node. `Some(empty)`: none (a Kubernetes
-    /// service with no servable endpoint anywhere).
-    pub nodes: Option<BTreeSet<String>>,
+    /// service with no servable endpoint anywhere). Shared: the Kubernetes source hands
+    /// every Service with the same eligible Nodes one set, which the core then holds once
+    /// too (at 100 Nodes a set is about 4.5 KiB). Equality compares contents.
+    pub nodes: Option<NodeSet>,
     /// Labels a node must publish to be a candidate (standalone's label selector).
     pub node_selector: BTreeMap<String, String>,
     /// Candidates must publish a passing local health check for this service.
@@ -285,7 +291,7 @@ impl ServiceSpec {
         vigil_lb::Service {
             name: self.id.clone(),
             vips: self.vips.clone(),
-            nodes: self.nodes.clone(),
+            nodes: self.nodes.as_deref().cloned(),
             node_selector: self.node_selector.clone(),
             health_checked: self.health_checked,
             preferences: self.preferences.clone(),

@@ -318,8 +318,7 @@ impl Builder {
                 Some((spec, ifaces)) => {
                     interfaces.push((id, Some(ifaces)));
                     if !self.sent.is(&spec) {
-                        self.sent.insert(spec.clone());
-                        changes.upserts.push(spec);
+                        changes.upserts.push(self.sent.insert(spec));
                     }
                 }
                 None => {
@@ -467,10 +466,9 @@ impl Builder {
         for id in differ {
             match whole.get(&id) {
                 Some(spec) => {
-                    self.sent.insert(spec.clone());
                     changes.removes.retain(|r| *r != id);
                     changes.upserts.retain(|u| u.id != id);
-                    changes.upserts.push(spec.clone());
+                    changes.upserts.push(self.sent.insert(spec.clone()));
                 }
                 None => {
                     self.sent.remove(&id);

@@ -123,11 +123,11 @@ pub fn service_spec(a: &Announceable) -> ServiceSpec {
     ServiceSpec {
         id: a.id.clone(),
         vips: a.vips.clone(),
-        nodes: Some(if a.nobody.is_some() {
+        nodes: Some(Arc::new(if a.nobody.is_some() {
             Default::default()
         } else {
             a.eligible_nodes.clone()
-        }),
+        })),
         node_selector: BTreeMap::new(),
         health_checked: false,
         interfaces: match &a.interfaces {
@@ -407,15 +407,18 @@ mod tests {
         };
         let desired = desired_state(&view, 7946);
         let web = desired.service("ns/web").unwrap();
-        assert_eq!(web.nodes, Some(["a".to_string(), "b".to_string()].into()));
+        assert_eq!(
+            web.nodes.as_deref(),
+            Some(&["a".to_string(), "b".to_string()].into())
+        );
         assert_eq!(web.interfaces, None);
         assert!(!web.health_checked && web.node_selector.is_empty());
         let eth = desired.service("ns/eth").unwrap();
         assert_eq!(eth.interfaces, Some(["eth0".to_string()].into()));
         // A rule that says nobody announces is an empty candidate set, never "any node".
         assert_eq!(
-            desired.service("ns/nobody").unwrap().nodes,
-            Some(Default::default())
+            desired.service("ns/nobody").unwrap().nodes.as_deref(),
+            Some(&Default::default())
         );
         // Peers at the gossip port, each once, this node's own left out.
         assert_eq!(desired.seeds, ["198.18.0.12:7946", "198.18.0.13:7946"]);

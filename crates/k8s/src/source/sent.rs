@@ -2,79 +2,43 @@
 //! is held once for every Service that has the same one: with `externalTrafficPolicy:
 //! Cluster` every Service's candidates are every eligible Node, so the builder would
 //! otherwise keep one copy of the Node names per Service (at 100 Nodes, about 4 KiB each).
+//! The specs handed on carry the shared set, so the speaker core holds it once as well.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use vigil_speaker::model::ServiceSpec;
-
-/// A set of Node names, shared.
-type NodeSet = Arc<BTreeSet<String>>;
-
-/// One Service as sent: the spec with its candidates apart.
-#[derive(Debug)]
-struct Entry {
-    /// The spec, `nodes` left `None`.
-    spec: ServiceSpec,
-    nodes: Option<NodeSet>,
-}
-
-impl Entry {
-    /// Whether `spec` is what was sent. Every field is named, so that a new one is not
-    /// forgotten here.
-    fn is(&self, spec: &ServiceSpec) -> bool {
-        let ServiceSpec {
-            id,
-            vips,
-            nodes,
-            node_selector,
-            health_checked,
-            interfaces,
-            preferences,
-        } = spec;
-        let sent = &self.spec;
-        sent.id == *id
-            && sent.vips == *vips
-            && self.nodes.as_deref() == nodes.as_ref()
-            && sent.node_selector == *node_selector
-            && sent.health_checked == *health_checked
-            && sent.interfaces == *interfaces
-            && sent.preferences == *preferences
-    }
-
-    fn to_spec(&self) -> ServiceSpec {
-        ServiceSpec {
-            nodes: self.nodes.as_deref().cloned(),
-            ..self.spec.clone()
-        }
-    }
-}
+use vigil_speaker::model::{NodeSet, ServiceSpec};
 
 /// What the speaker was sent, by Service id, the candidate sets shared.
 #[derive(Debug, Default)]
 pub(crate) struct Sent {
-    entries: BTreeMap<String, Entry>,
-    /// Every candidate set some entry holds.
-    node_sets: HashSet<NodeSet>,
+    specs: BTreeMap<String, ServiceSpec>,
+    /// Every candidate set some spec holds, with how many specs hold it. Counted here rather
+    /// than read from the `Arc`: the speaker core holds the same sets (the upserts carry
+    /// them), so a set's strong count says nothing about this map's specs.
+    node_sets: HashMap<NodeSet, usize>,
 }
 
 impl Sent {
-    /// Whether `spec` (by its id) is what was sent.
+    /// Whether `spec` (by its id) is what was sent. `ServiceSpec`'s equality names every
+    /// field, and compares a shared set by pointer first.
     pub(crate) fn is(&self, spec: &ServiceSpec) -> bool {
-        self.entries.get(&spec.id).is_some_and(|e| e.is(spec))
+        self.specs.get(&spec.id) == Some(spec)
     }
 
-    /// Records `spec` as sent, replacing what was sent for its id.
-    pub(crate) fn insert(&mut self, mut spec: ServiceSpec) {
-        let nodes = spec.nodes.take().map(|set| self.intern(set));
-        let entry = Entry { spec, nodes };
-        if let Some(old) = self.entries.insert(entry.spec.id.clone(), entry) {
+    /// Records `spec` as sent, replacing what was sent for its id, and returns it with its
+    /// candidate set swapped for the shared one: send that, so the core shares it too.
+    pub(crate) fn insert(&mut self, mut spec: ServiceSpec) -> ServiceSpec {
+        spec.nodes = spec.nodes.take().map(|set| self.intern(set));
+        if let Some(old) = self.specs.insert(spec.id.clone(), spec.clone()) {
             self.release(old);
         }
+        spec
     }
 
     /// Forgets Service `id`; returns whether it had been sent.
     pub(crate) fn remove(&mut self, id: &str) -> bool {
-        match self.entries.remove(id) {
+        match self.specs.remove(id) {
             Some(old) => {
                 self.release(old);
                 true
@@ -85,12 +49,12 @@ impl Sent {
 
     /// The ids sent.
     pub(crate) fn ids(&self) -> impl Iterator<Item = &String> {
-        self.entries.keys()
+        self.specs.keys()
     }
 
-    /// Every spec sent, whole, in id order.
+    /// Every spec sent, whole, in id order (the candidate sets shared, not copied).
     pub(crate) fn specs(&self) -> Vec<ServiceSpec> {
-        self.entries.values().map(Entry::to_spec).collect()
+        self.specs.values().cloned().collect()
     }
 
     /// The candidate sets held (for tests: how well they are shared).
@@ -99,21 +63,31 @@ impl Sent {
         self.node_sets.len()
     }
 
-    fn intern(&mut self, set: BTreeSet<String>) -> NodeSet {
-        if let Some(shared) = self.node_sets.get(&set) {
-            return Arc::clone(shared);
+    fn intern(&mut self, set: NodeSet) -> NodeSet {
+        match self.node_sets.entry(set) {
+            Entry::Occupied(mut held) => {
+                *held.get_mut() += 1;
+                Arc::clone(held.key())
+            }
+            Entry::Vacant(new) => {
+                let shared = Arc::clone(new.key());
+                new.insert(1);
+                shared
+            }
         }
-        let shared = Arc::new(set);
-        self.node_sets.insert(Arc::clone(&shared));
-        shared
     }
 
-    /// A set no entry holds any more is dropped (held by the entry and by `node_sets`).
-    fn release(&mut self, old: Entry) {
-        if let Some(set) = old.nodes
-            && Arc::strong_count(&set) == 2
-        {
-            self.node_sets.remove(&*set);
+    /// A set no spec holds any more is dropped from the map (the core may still hold it
+    /// until its own spec is replaced).
+    fn release(&mut self, old: ServiceSpec) {
+        let Some(set) = old.nodes else {
+            return;
+        };
+        if let Some(holders) = self.node_sets.get_mut(&set) {
+            *holders -= 1;
+            if *holders == 0 {
+                self.node_sets.remove(&set);
+            }
         }
     }
 }
@@ -124,7 +98,7 @@ mod tests {
 
     fn spec(id: &str, nodes: Option<&[&str]>) -> ServiceSpec {
         ServiceSpec {
-            nodes: nodes.map(|n| n.iter().map(|s| s.to_string()).collect()),
+            nodes: nodes.map(|n| Arc::new(n.iter().map(|s| s.to_string()).collect())),
             ..ServiceSpec::new(id, ["198.18.0.1".parse().unwrap()])
         }
     }
@@ -133,9 +107,16 @@ mod tests {
     fn candidate_sets_are_shared_and_dropped_with_their_last_service() {
         let mut sent = Sent::default();
         let all = ["a", "b", "c"];
-        for i in 0..100 {
-            sent.insert(spec(&format!("ns/s{i}"), Some(&all)));
-        }
+        // What the core is handed: one set for every Service with the same candidates.
+        let handed: Vec<ServiceSpec> = (0..100)
+            .map(|i| sent.insert(spec(&format!("ns/s{i}"), Some(&all))))
+            .collect();
+        let first = handed[0].nodes.as_ref().unwrap();
+        assert!(
+            handed
+                .iter()
+                .all(|s| Arc::ptr_eq(s.nodes.as_ref().unwrap(), first))
+        );
         sent.insert(spec("ns/local", Some(&["a"])));
         sent.insert(spec("ns/any", None));
         assert_eq!(sent.node_sets(), 2);
@@ -148,8 +129,9 @@ mod tests {
         moved.vips = vec!["198.18.0.2".parse().unwrap()];
         assert!(!sent.is(&moved));
 
-        // The last Service with a set gone (changed or removed): the set goes with it.
-        sent.insert(spec("ns/local", Some(&all)));
+        // The last Service with a set gone (changed or removed): the set goes with it, even
+        // while the core still holds it.
+        let held_by_core = sent.insert(spec("ns/local", Some(&all)));
         assert_eq!(sent.node_sets(), 1);
         for i in 0..100 {
             assert!(sent.remove(&format!("ns/s{i}")));
@@ -158,6 +140,7 @@ mod tests {
         assert_eq!(sent.node_sets(), 1);
         assert!(sent.remove("ns/local"));
         assert_eq!(sent.node_sets(), 0);
+        assert_eq!(Arc::strong_count(held_by_core.nodes.as_ref().unwrap()), 101);
         assert_eq!(sent.specs(), vec![spec("ns/any", None)]);
         assert_eq!(sent.ids().collect::<Vec<_>>(), ["ns/any"]);
     }

@@ -855,6 +855,26 @@ mod tests {
 
     use MemberState::{Alive, Dead, Suspect};
 
+    /// Candidate sets are shared (`NodeSet`), but a service is changed by what its set
+    /// holds, not by which set it points at.
+    #[test]
+    fn an_equal_candidate_set_held_elsewhere_is_no_change() {
+        let mut e = election("node-a");
+        let with = |nodes: &[&str]| {
+            let mut spec = ServiceSpec::new("web", [ip("198.18.0.100")]);
+            spec.nodes = Some(std::sync::Arc::new(
+                nodes.iter().map(|n| n.to_string()).collect(),
+            ));
+            spec
+        };
+        let changed = e.apply_changes(vec![with(&["node-a", "node-b"])], Vec::new());
+        assert_eq!(changed, BTreeSet::from(["web".to_string()]));
+        let again = e.apply_changes(vec![with(&["node-a", "node-b"])], Vec::new());
+        assert!(again.is_empty(), "same names in another set: {again:?}");
+        let changed = e.apply_changes(vec![with(&["node-b"])], Vec::new());
+        assert_eq!(changed, BTreeSet::from(["web".to_string()]));
+    }
+
     /// Go's order for 198.18.0.100 puts node-a before node-b and node-c.
     #[test]
     fn owner_takes_and_releases_with_reasons() {
@@ -922,7 +942,7 @@ mod tests {
         // A reload that adds a service changes only what the new service brings.
         let after_death = b.owned_vips();
         let mut extra = ServiceSpec::new("extra", [ip("198.18.0.102")]);
-        extra.nodes = Some(["node-c".to_string()].into());
+        extra.nodes = Some(std::sync::Arc::new(["node-c".to_string()].into()));
         b.set_desired(desired(None, Some(extra)));
         assert!(b.evaluate().is_empty());
         assert_eq!(b.owned_vips(), after_death);

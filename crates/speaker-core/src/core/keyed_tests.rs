@@ -5,6 +5,7 @@
 use super::*;
 use crate::model::{ServiceChanges, ServiceSpec, SharedVips};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 const NODES: [&str; 5] = ["node-a", "node-b", "node-c", "node-d", "node-e"];
 
@@ -38,13 +39,13 @@ fn random_service(rng: &mut Rng, id: usize) -> ServiceSpec {
         vips.push(format!("2001:db8::{}", rng.below(12)).parse().unwrap());
     }
     let mut spec = ServiceSpec::new(format!("ns/svc-{id}"), vips);
-    spec.nodes = Some(
+    spec.nodes = Some(Arc::new(
         NODES
             .iter()
             .filter(|_| rng.below(4) != 0)
             .map(|n| n.to_string())
             .collect(),
-    );
+    ));
     if rng.below(3) == 0 {
         spec.preferences = BTreeMap::from([(NODES[rng.below(5)].to_string(), 10)]);
     }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::model::{LocalAddressSettings, ServiceSpec};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
@@ -570,7 +571,7 @@ fn a_new_desired_state_changes_only_what_it_brings() {
     // A service only node-c may serve, new seeds and labels.
     let mut d = desired();
     let mut extra = ServiceSpec::new("extra", [ip("198.18.0.102")]);
-    extra.nodes = Some(["node-c".to_string()].into());
+    extra.nodes = Some(Arc::new(["node-c".to_string()].into()));
     d.services.push(extra);
     let mut checked = ServiceSpec::new("checked", [ip("198.18.0.103")]);
     checked.health_checked = true;
@@ -668,9 +669,11 @@ fn per_service_elections_share_a_vip_and_notice_service_changes() {
     let vip = ip("198.18.0.100");
     let spec = |dns_nodes: &[&str], with_http: bool| {
         let mut http = ServiceSpec::new("http", [vip]);
-        http.nodes = Some(["node-b".to_string(), "node-c".to_string()].into());
+        http.nodes = Some(Arc::new(
+            ["node-b".to_string(), "node-c".to_string()].into(),
+        ));
         let mut dns = ServiceSpec::new("dns", [vip]);
-        dns.nodes = Some(dns_nodes.iter().map(|n| n.to_string()).collect());
+        dns.nodes = Some(Arc::new(dns_nodes.iter().map(|n| n.to_string()).collect()));
         DesiredState {
             services: if with_http {
                 vec![http, dns]

@@ -206,7 +206,7 @@ impl Config {
                 .map(|s| ServiceSpec {
                     id: s.name.clone(),
                     vips: s.vips.clone(),
-                    nodes: s.nodes.clone(),
+                    nodes: s.nodes.clone().map(std::sync::Arc::new),
                     node_selector: s.node_selector.clone(),
                     health_checked: s.health_check.is_some(),
                     interfaces: s.interfaces.clone(),

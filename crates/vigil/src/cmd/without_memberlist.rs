@@ -14,6 +14,7 @@
 
 use futures_util::{Stream, StreamExt};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use vigil_lb::{NodeMeta, NodeView, Policy};
 use vigil_speaker::model::{DesiredState, DesiredUpdate, ServiceSpec};
 
@@ -38,7 +39,7 @@ pub fn elect_among_nodes(service: &mut ServiceSpec) {
     let owner = vigil_lb::elect(&[service.to_lb()], &nodes, &policy)
         .first()
         .and_then(|g| g.owner().map(str::to_string));
-    service.nodes = Some(owner.into_iter().collect::<BTreeSet<_>>());
+    service.nodes = Some(Arc::new(owner.into_iter().collect::<BTreeSet<_>>()));
 }
 
 /// [`elect_among_nodes`] for every Service of a snapshot.
@@ -75,7 +76,7 @@ mod tests {
     fn service(vip: &str, nodes: &[&str]) -> ServiceSpec {
         let vip: IpAddr = vip.parse().unwrap();
         ServiceSpec {
-            nodes: Some(nodes.iter().map(|n| n.to_string()).collect()),
+            nodes: Some(Arc::new(nodes.iter().map(|n| n.to_string()).collect())),
             ..ServiceSpec::new("ns/svc", [vip])
         }
     }
@@ -92,7 +93,7 @@ mod tests {
             assert_eq!(picked.len(), 1);
             let expected = vigil_lb::rank(nodes, vip.parse().unwrap())[0];
             assert!(picked.contains(expected), "{vip}");
-            owners.extend(picked);
+            owners.extend(picked.iter().cloned());
         }
         assert_eq!(owners.len(), 3, "30 IPs spread over all three nodes");
     }
@@ -103,10 +104,13 @@ mod tests {
         let last = vigil_lb::rank(["node-a", "node-b"], "198.18.0.1".parse().unwrap())[1];
         s.preferences.insert(last.to_string(), 10);
         elect_among_nodes(&mut s);
-        assert_eq!(s.nodes, Some(BTreeSet::from([last.to_string()])));
+        assert_eq!(
+            s.nodes.as_deref(),
+            Some(&BTreeSet::from([last.to_string()]))
+        );
         let mut none = service("198.18.0.1", &[]);
         elect_among_nodes(&mut none);
-        assert_eq!(none.nodes, Some(BTreeSet::new()));
+        assert_eq!(none.nodes.as_deref(), Some(&BTreeSet::new()));
         let mut any = ServiceSpec::new("x", ["198.18.0.1".parse().unwrap()]);
         elect_among_nodes(&mut any);
         assert_eq!(any.nodes, None);
