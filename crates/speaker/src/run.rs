@@ -448,8 +448,11 @@ impl<S: StatusSink> Runner<S> {
                 // Once per VIP change, not per conflicting packet (a heal brings hundreds).
                 if let Some(claims) = core.note_claim(now(), *vip, *by) {
                     warn!(event = "vip_claimed_elsewhere", vip = %vip, mac = %by, claims, "another host claims a VIP this node announces (reported once per VIP change and MAC; claims: heard since the last report)");
-                    self.rejoin_the_dead();
                 }
+                // Every claim, not only the reported ones: during a split whose sides still
+                // hear each other's ARP (a firewall between racks), the first push-pull fails,
+                // and only a later one, after the heal, merges (at most one a second).
+                self.rejoin_the_dead();
             } else {
                 log_announcer_event(event);
             }
@@ -484,7 +487,8 @@ impl<S: StatusSink> Runner<S> {
             }
             let asked = dead.len();
             match gossip.join_addrs(dead).await {
-                Ok(answered) => {
+                // Logged when it reached someone: while a split lasts, one a second fails.
+                Ok(answered) if answered > 0 => {
                     info!(
                         event = "claim_rejoin",
                         asked,
@@ -492,6 +496,7 @@ impl<S: StatusSink> Runner<S> {
                         "a claim on an owned VIP: push-pull with the members held dead"
                     );
                 }
+                Ok(_) => {}
                 Err(e) => {
                     warn!(event = "claim_rejoin_failed", asked, error = %e, "a claim on an owned VIP: push-pull with the members held dead failed");
                 }

@@ -21,6 +21,14 @@
 //!   happened while we were away (our own death, which we then refute) within one round trip
 //!   instead of at the next periodic exchange.
 //!
+//! Members declared dead the ordinary way (heard from others, gossiped) are pinged too, more
+//! slowly ([`REDIAL_ROUNDS`] probe intervals, for `gossip_to_the_dead_time`): a split whose
+//! sides each heard their own (a firewall between racks) leaves each side holding the other
+//! dead, and nothing in memberlist talks to the dead until a rejoin (seconds) while both sides
+//! answer for the same addresses. An ack from such a member starts a push/pull with it: it
+//! hears we hold it dead and refutes, we hear what it holds of us and refute, and both sides
+//! merge within a round trip and a gossip round.
+//!
 //! A false "blind" (we were connected but heard nothing for the whole suspicion, e.g. a
 //! two-member cluster) only means the verdict spreads by the others' own probes instead of
 //! ours: no one else was there to hear it anyway.
@@ -46,6 +54,17 @@ use std::time::Instant;
 /// How long we may hear the others after being cut off without any push/pull merging before
 /// the episode ends anyway: a cluster whose TCP is blocked must not keep us silent for ever.
 pub(super) const RECONNECT_BOUND: Duration = Duration::from_secs(1);
+
+/// Probe intervals between pings to members declared dead the ordinary way.
+pub(super) const REDIAL_ROUNDS: u32 = 10;
+
+/// A member declared dead the ordinary way, pinged now and then while its death is recent.
+#[derive(Debug)]
+struct Redial {
+    name: Arc<str>,
+    died: Instant,
+    ping_seq: Option<u32>,
+}
 
 /// An episode of being cut off.
 #[derive(Debug)]
@@ -77,6 +96,9 @@ pub(super) struct Blind {
     /// Whether a revival has already started its catch-up push/pull since the last blind
     /// death: one exchange is enough to learn the cluster's state.
     caught_up: bool,
+    /// Members declared dead recently, pinged every [`REDIAL_ROUNDS`] probe intervals.
+    redials: Vec<Redial>,
+    next_redial: Option<Instant>,
     /// When the engine last ran (an input or a timeout), to see our own stalls.
     last_turn: Option<Instant>,
     cut_off: Option<CutOff>,
@@ -291,6 +313,93 @@ impl Membership {
         } else {
             Some(advance(due, self.config.probe_interval, now))
         };
+    }
+
+    /// Member `name` was declared dead (not left): ping it now and then while its death is
+    /// recent (see the module docs).
+    pub(super) fn note_dead_for_redial(&mut self, now: Instant, name: Arc<str>) {
+        if !self.config.hold_blind_verdicts {
+            return;
+        }
+        self.blind.redials.retain(|r| r.name != name);
+        self.blind.redials.push(Redial {
+            name,
+            died: now,
+            ping_seq: None,
+        });
+        if self.blind.next_redial.is_none() {
+            self.blind.next_redial = Some(now + self.config.probe_interval * REDIAL_ROUNDS);
+        }
+    }
+
+    /// When the next pings to the recently dead are due.
+    pub(super) fn redial_deadline(&self) -> Option<Instant> {
+        self.blind.next_redial
+    }
+
+    /// Pings each recently dead member that is still dead and not held blind (those have
+    /// their own pings); forgets those dead longer than `gossip_to_the_dead_time`.
+    pub(super) fn redial_tick(&mut self, now: Instant) {
+        let Some(due) = self.blind.next_redial else {
+            return;
+        };
+        if now < due {
+            return;
+        }
+        let keep_for = self.config.gossip_to_the_dead_time;
+        let members = &self.members;
+        self.blind.redials.retain(|r| {
+            now.saturating_duration_since(r.died) < keep_for
+                && members
+                    .find(&r.name)
+                    .is_some_and(|i| members.list[i].state == MemberState::Dead)
+        });
+        for k in 0..self.blind.redials.len() {
+            let name = self.blind.redials[k].name.clone();
+            if self.held_blind(&name) {
+                continue;
+            }
+            let Some(i) = self.members.find(&name) else {
+                continue;
+            };
+            let to = self.members.list[i].addr();
+            let seq = self.next_seq();
+            self.blind.redials[k].ping_seq = Some(seq);
+            let ping = Message::Ping(self.own_ping(seq, &name));
+            self.stats.dead_pings += 1;
+            self.send_msg(to, ping.to_vec(Transport::Packet));
+        }
+        self.blind.next_redial = if self.blind.redials.is_empty() {
+            None
+        } else {
+            Some(advance(
+                due,
+                self.config.probe_interval * REDIAL_ROUNDS,
+                now,
+            ))
+        };
+    }
+
+    /// An ack arrived; if it answers a ping to a recently dead member, that member lives
+    /// though we (and those who told us) hold it dead: push/pull with it so that both sides
+    /// merge. Returns whether the ack was ours.
+    pub(super) fn redial_ack(&mut self, now: Instant, seq: u32) -> bool {
+        let Some(k) = self
+            .blind
+            .redials
+            .iter()
+            .position(|r| r.ping_seq == Some(seq))
+        else {
+            return false;
+        };
+        self.blind.redials[k].ping_seq = None;
+        let name = self.blind.redials[k].name.clone();
+        if let Some(i) = self.members.find(&name) {
+            self.stats.dead_answered += 1;
+            let to = self.members.list[i].addr();
+            self.start_push_pull(now, to, false);
+        }
+        true
     }
 
     /// An ack arrived; if it answers a reconnect ping, the member lives: revive it. Returns

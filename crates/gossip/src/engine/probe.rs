@@ -165,7 +165,10 @@ impl Membership {
             self.send_msg(relay.reply_to, fwd.to_vec(Transport::Packet));
             return;
         }
-        if self.watch_ack(now, ack.seq_no) || self.blind_ack(now, ack.seq_no) {
+        if self.watch_ack(now, ack.seq_no)
+            || self.blind_ack(now, ack.seq_no)
+            || self.redial_ack(now, ack.seq_no)
+        {
             return;
         }
         match &self.probe {

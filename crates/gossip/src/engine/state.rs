@@ -535,6 +535,9 @@ impl Membership {
         let name = m.name.clone();
         let info = MemberInfo::from(&*m);
         self.watch_members_changed(now);
+        if info.state == MemberState::Dead {
+            self.note_dead_for_redial(now, name.clone());
+        }
         self.events.push_back(if info.state == MemberState::Left {
             Event::Left(info)
         } else {

@@ -1301,3 +1301,48 @@ fn connected_nodes_never_report_a_cut_off() {
     }
     assert!(Config::lan().deaf_after.is_zero() && !Config::lan().hold_blind_verdicts);
 }
+
+/// Splits 0,1 from 2,3,4 for 2 s (each side hears its own, so no verdict is blind: each holds
+/// the other dead, gossiped), heals, and returns how long after the heal every node saw all
+/// five live again (`None`: not within 3 s).
+fn split_heal_merge_time(config: Config, salt: u64) -> Option<Duration> {
+    let mut net = Net::joined(5, config, salt);
+    for a in 0..2 {
+        for b in 2..5 {
+            net.cut.insert((a, b));
+            net.cut.insert((b, a));
+        }
+    }
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.nodes[0].num_live(), 2, "each side holds the other dead");
+    net.cut.clear();
+    let step = Duration::from_millis(10);
+    for k in 1..=300 {
+        net.run_for(step);
+        if (0..5).all(|i| net.nodes[i].num_live() == 5) {
+            return Some(step * k);
+        }
+    }
+    None
+}
+
+/// A healed split whose sides each declared the other dead merges within a few of the
+/// dead-ping rounds (every 10 probe intervals, 500 ms in fast), not at the next periodic
+/// push/pull or rejoin; Go's rule waits for those.
+#[test]
+fn a_healed_split_merges_through_pings_to_the_dead() {
+    let redial = Config::fast().probe_interval * blind::REDIAL_ROUNDS;
+    for salt in 70..73 {
+        let merged = split_heal_merge_time(Config::fast(), salt).expect("merged within 3 s");
+        assert!(merged <= 2 * redial, "salt {salt}: {merged:?}");
+    }
+    let go_rule = Config {
+        hold_blind_verdicts: false,
+        ..Config::fast()
+    };
+    assert_eq!(
+        split_heal_merge_time(go_rule, 70),
+        None,
+        "no talk to the dead"
+    );
+}

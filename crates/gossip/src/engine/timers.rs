@@ -58,6 +58,9 @@ impl Membership {
         if let Some(d) = self.cut_off_deadline() {
             t = t.min(d);
         }
+        if let Some(d) = self.redial_deadline() {
+            t = t.min(d);
+        }
         Some(t)
     }
 
@@ -95,6 +98,7 @@ impl Membership {
         }
         self.watch_tick(now);
         self.blind_tick(now);
+        self.redial_tick(now);
         if self.probe.is_none() && now >= self.next_probe {
             self.start_probe(now);
         }

@@ -280,4 +280,9 @@ pub struct Stats {
     pub blind_revivals: u64,
     /// Times we found ourselves cut off (`Event::CutOff`).
     pub cut_offs: u64,
+    /// Pings sent to members declared dead recently (the ordinary way), to find a healed
+    /// split.
+    pub dead_pings: u64,
+    /// Of those, the ones answered: a member we held dead lives, and a push/pull merges us.
+    pub dead_answered: u64,
 }

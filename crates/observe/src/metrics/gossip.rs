@@ -200,6 +200,16 @@ impl Collector for GossipMetrics {
                 e.blind_revivals,
             ),
             (
+                "vigil_gossip_cut_offs",
+                "Times this node heard no one, or did not run, for as long as others need to declare it dead.",
+                e.cut_offs,
+            ),
+            (
+                "vigil_gossip_dead_answered",
+                "Members held dead that answered a ping (a healed split), each followed by a push-pull.",
+                e.dead_answered,
+            ),
+            (
                 "vigil_gossip_reannouncements",
                 "Times this node announced its incarnation again after a stale accusation.",
                 e.reannouncements,
