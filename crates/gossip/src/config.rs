@@ -101,7 +101,7 @@ pub struct Config {
     /// off from everyone then brings no stale deaths back when it returns (they made the
     /// survivors hold each other dead, and two of them answer for one address, until the
     /// refutations spread). With it, members declared dead the ordinary way are also pinged
-    /// every 10 probe intervals while their death is recent (`gossip_to_the_dead_time`), and
+    /// every 4 probe intervals while their death is recent (`gossip_to_the_dead_time`), and
     /// one that answers gets a push/pull, so a healed split whose sides each held the other
     /// dead merges within a round instead of at the next rejoin. Off in Go's profiles. See
     /// `engine/blind.rs`.

@@ -56,7 +56,7 @@ use std::time::Instant;
 pub(super) const RECONNECT_BOUND: Duration = Duration::from_secs(1);
 
 /// Probe intervals between pings to members declared dead the ordinary way.
-pub(super) const REDIAL_ROUNDS: u32 = 10;
+pub(super) const REDIAL_ROUNDS: u32 = 4;
 
 /// A member declared dead the ordinary way, pinged now and then while its death is recent.
 #[derive(Debug)]

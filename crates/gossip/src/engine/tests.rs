@@ -1327,7 +1327,7 @@ fn split_heal_merge_time(config: Config, salt: u64) -> Option<Duration> {
 }
 
 /// A healed split whose sides each declared the other dead merges within a few of the
-/// dead-ping rounds (every 10 probe intervals, 500 ms in fast), not at the next periodic
+/// dead-ping rounds (every 4 probe intervals, 200 ms in fast), not at the next periodic
 /// push/pull or rejoin; Go's rule waits for those.
 #[test]
 fn a_healed_split_merges_through_pings_to_the_dead() {

@@ -262,6 +262,11 @@ impl Election {
         self.isolated = isolated;
     }
 
+    /// Whether the split-brain guard lets this node announce (always, without the guard).
+    pub(crate) fn guard_holds(&self) -> bool {
+        self.members.iter().filter(|m| m.live()).count() >= self.guard_needed()
+    }
+
     /// The live members the split-brain guard alone needs (0 without it).
     fn guard_needed(&self) -> usize {
         self.desired.expected_members.map_or(0, |n| n / 2 + 1)

@@ -234,6 +234,21 @@ impl Isolation {
         before != self.silenced()
     }
 
+    /// The split-brain guard lets this node announce again after a split (its view regained
+    /// a majority, most often by a push/pull that merged the other side at once): silent for
+    /// the rejoin quiet first, so that the others hear it alive before it claims anything (they
+    /// would defend their VIPs against a claim from a member they still hold dead). Returns
+    /// whether [`silenced`](Self::silenced) changed.
+    pub fn majority_regained(&mut self, now: Instant) -> bool {
+        let before = self.silenced();
+        if self.state == State::Connected {
+            self.state = State::Rejoining {
+                until: now + self.rejoin_quiet,
+            };
+        }
+        before != self.silenced()
+    }
+
     /// Time passed. Returns whether [`silenced`](Self::silenced) changed.
     pub fn handle_timeout(&mut self, now: Instant) -> bool {
         let before = self.silenced();

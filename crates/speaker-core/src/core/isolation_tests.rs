@@ -147,3 +147,45 @@ fn the_last_survivor_of_a_mass_death_answers_after_the_bound() {
     assert!(!core.isolated());
     assert_eq!(owned(&core).len(), 12, "alone after the bound: every VIP");
 }
+
+/// With the split-brain guard, a pair split from three is silent for want of a majority; when
+/// the split heals and its view regains the majority at once (a push/pull merge), it stays
+/// silent for the rejoin quiet before claiming, so the others hear it alive first.
+#[test]
+fn a_regained_majority_waits_the_rejoin_quiet_before_claiming() {
+    use MemberState::{Alive, Dead};
+    let t0 = Instant::now();
+    let names = ["node-a", "node-b", "node-c", "node-d", "node-e"];
+    let all: Vec<Member> = names.iter().map(|n| member(n, Alive)).collect();
+    let guarded = DesiredState {
+        expected_members: Some(5),
+        ..desired()
+    };
+    let mut core = SpeakerCore::new(&settings(), guarded, t0);
+    core.handle_first_join(t0, all.clone());
+    let _ = drain(&mut core);
+    let rightful = owned(&core);
+    assert!(!rightful.is_empty());
+
+    let pair = view(&[
+        ("node-a", Alive),
+        ("node-b", Alive),
+        ("node-c", Dead),
+        ("node-d", Dead),
+        ("node-e", Dead),
+    ]);
+    core.handle_members(t0 + 300 * MS, Some(MemberEventKind::Dead), pair);
+    let _ = drain(&mut core);
+    assert!(owned(&core).is_empty(), "no majority: silent");
+    assert!(!core.isolated(), "not isolated: it still hears node-b");
+
+    let merged = t0 + 2_000 * MS;
+    core.handle_members(merged, Some(MemberEventKind::Join), all);
+    let _ = drain(&mut core);
+    assert!(owned(&core).is_empty(), "quiet first");
+    let quiet = isolation::rejoin_quiet(&vigil_gossip::Config::fast());
+    assert_eq!(core.poll_timeout(), Some(merged + quiet));
+    core.handle_timeout(merged + quiet);
+    let _ = drain(&mut core);
+    assert_eq!(owned(&core), rightful);
+}

@@ -415,15 +415,20 @@ impl SpeakerCore {
         if let Some(kind) = kind {
             *self.counters.member_events.entry(kind).or_default() += 1;
         }
+        let guard_held = self.election.guard_holds();
         self.election.set_members(members);
         if self.stopping() {
             return;
         }
         let trigger = kind.map_or(Trigger::View, Trigger::Member);
-        if self
+        let regained = self.joined && !guard_held && self.election.guard_holds();
+        let mut silence_changed = self
             .isolation
-            .observe(now, &self.node, self.election.members())
-        {
+            .observe(now, &self.node, self.election.members());
+        if regained {
+            silence_changed |= self.isolation.majority_regained(now);
+        }
+        if silence_changed {
             self.election.set_isolated(self.isolation.silenced());
             self.resync(now, trigger);
             return;
