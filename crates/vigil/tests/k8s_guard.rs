@@ -6,11 +6,12 @@
 //! link is cut for two seconds (it sees every other member lost at once; the others take its
 //! VIPs), then restored. A client asks ARP and NDP for Service `web`'s two VIPs every 5 ms
 //! throughout. Counted, after the link is back: answers from the returning host before its own
-//! gratuitous re-assertion (must be none: it is silent until it has merged, and 600 ms more),
-//! questions answered by two MACs after the heal (must be none: the returning host keeps the
-//! deaths it declared while cut off to itself, so no survivor takes over from another, and
-//! the survivor answering for its VIPs hears it back before it re-asserts and hands over at its
-//! first frame; see docs/ARCHITECTURE.md), and at the end one MAC per VIP.
+//! gratuitous re-assertion (must be none: it is silent until it has merged, and the rejoin
+//! quiet more), questions answered by two MACs after the heal (at most the one or two asked at
+//! the handover itself: the returning host keeps the deaths it declared while cut off to
+//! itself, so no survivor takes over from another, and the survivor answering for its VIPs
+//! hears it back before it re-asserts and hands over at its first frame; see
+//! docs/ARCHITECTURE.md), and at the end one MAC per VIP.
 //!
 //! Root and the Go programs are needed (skips otherwise; fails under `VIGIL_REQUIRE_ROOT=1` /
 //! `VIGIL_REQUIRE_GO=1`).
@@ -33,6 +34,8 @@ const WEB: [IpAddr; 2] = [IpAddr::V4(WEB4), IpAddr::V6(WEB6)];
 const CUT: Duration = Duration::from_secs(2);
 /// The client's question interval.
 const PROBE_EVERY: Duration = Duration::from_millis(5);
+/// Questions both the survivor and the returning owner may answer at the handover itself.
+const MAX_DOUBLE_AT_HANDOVER: usize = 2;
 
 /// What the client saw of one kind after the heal.
 #[derive(Debug, Default)]
@@ -172,12 +175,14 @@ fn cut_and_heal(test: &str, c: &mut Cluster, owner: &str, logs: &dyn Fn() -> Str
         );
         // The survivors never held each other dead (the returning host kept the deaths it
         // declared while cut off to itself), and the survivor answering for its VIPs had
-        // heard it back before it re-asserted, so it handed over at its first frame.
-        assert_eq!(
-            seen.double_rounds,
-            0,
-            "{test}: {}: questions answered by two MACs after the heal ({})\n{}",
+        // heard it back before it re-asserted, so it handed over at its first frame. A
+        // question asked at that very moment can still be answered by both (the survivor
+        // answers until the new owner's first frame reaches it): at most two such.
+        assert!(
+            seen.double_rounds <= MAX_DOUBLE_AT_HANDOVER,
+            "{test}: {}: {} questions answered by two MACs after the heal ({})\n{}",
             kind.name(),
+            seen.double_rounds,
             pairs.join(", "),
             logs()
         );

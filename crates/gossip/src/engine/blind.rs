@@ -91,6 +91,9 @@ struct BlindDeath {
 pub(super) struct Blind {
     /// When a datagram or stream from another node last arrived.
     heard_at: Option<Instant>,
+    /// The last silence longer than `deaf_after` that has ended: from the last datagram
+    /// before it to the first after it.
+    last_silence: Option<(Instant, Instant)>,
     deaths: Vec<BlindDeath>,
     next_ping: Option<Instant>,
     /// Whether a revival has already started its catch-up push/pull since the last blind
@@ -109,6 +112,12 @@ impl Membership {
     /// catch up with the cluster: a push/pull with the sender if it is a member, else with
     /// any live member.
     pub(super) fn heard_from_others(&mut self, now: Instant, from: Option<SocketAddr>) {
+        if let Some(t) = self.blind.heard_at
+            && !self.config.deaf_after.is_zero()
+            && now.saturating_duration_since(t) > self.config.deaf_after
+        {
+            self.blind.last_silence = Some((t, now));
+        }
         self.blind.heard_at = Some(now);
         let Some(cut) = &mut self.blind.cut_off else {
             return;
@@ -239,6 +248,19 @@ impl Membership {
     /// from no one since it began.
     pub(super) fn suspicion_was_blind(&self, started: Instant) -> bool {
         self.config.hold_blind_verdicts && self.blind.heard_at.is_none_or(|t| t < started)
+    }
+
+    /// Whether a suspicion that began at `started` and expires now was raised during a
+    /// silence of ours that has since ended: raised blind, it says nothing of the member, and
+    /// since then we hear the cluster again (whose push/pull holds the member alive at the
+    /// same incarnation, which memberlist's rules cannot take back from a suspicion). Declared
+    /// dead, it would reach the others as a fresh death of a live member.
+    pub(super) fn suspicion_outlived_our_silence(&self, started: Instant) -> bool {
+        self.config.hold_blind_verdicts
+            && self
+                .blind
+                .last_silence
+                .is_some_and(|(from, to)| started >= from && started <= to)
     }
 
     /// Member `i` is dead to us, by a verdict we keep to ourselves.

@@ -470,6 +470,16 @@ impl Membership {
             return;
         }
         let blind = self.suspicion_was_blind(s.started);
+        if self.suspicion_outlived_our_silence(s.started) {
+            self.suspect_episodes.remove(&episode);
+            self.stats.blind_suspicions_dropped += 1;
+            let m = &mut self.members.list[i];
+            m.suspicion = None;
+            m.state = MemberState::Alive;
+            let info = MemberInfo::from(&*m);
+            self.events.push_back(Event::Refuted(info));
+            return;
+        }
         self.suspect_episodes.remove(&episode);
         self.stats.deaths_declared += 1;
         let d = Dead {

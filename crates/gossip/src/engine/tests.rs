@@ -1346,3 +1346,18 @@ fn a_healed_split_merges_through_pings_to_the_dead() {
         "no talk to the dead"
     );
 }
+
+/// Cuts of every length from 0.5 to 3 s, in 100 ms steps: whatever suspicions the cut node
+/// still holds when its link returns (raised blind, expiring after the heal), no survivor
+/// ever hears a death of another survivor.
+#[test]
+fn no_cut_length_brings_a_survivor_death_back() {
+    let mut dropped = 0;
+    for (k, ms) in (500..=3000).step_by(100).enumerate() {
+        let (survivors_dead, stats, _) =
+            heal_after_cut(true, 80 + k as u64, Duration::from_millis(ms));
+        assert_eq!(survivors_dead, 0, "a cut of {ms} ms: {stats:?}");
+        dropped += stats.blind_suspicions_dropped;
+    }
+    eprintln!("suspicions raised blind and dropped after the heal: {dropped}");
+}

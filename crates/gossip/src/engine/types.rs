@@ -280,6 +280,9 @@ pub struct Stats {
     pub blind_revivals: u64,
     /// Times we found ourselves cut off (`Event::CutOff`).
     pub cut_offs: u64,
+    /// Suspicions we raised while we heard from no one, dropped at expiry because we hear
+    /// the cluster again (see `Membership::suspicion_outlived_our_silence`).
+    pub blind_suspicions_dropped: u64,
     /// Pings sent to members declared dead recently (the ordinary way), to find a healed
     /// split.
     pub dead_pings: u64,
