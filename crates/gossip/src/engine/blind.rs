@@ -144,8 +144,8 @@ impl Membership {
     }
 
     /// Every input and timeout starts here: a gap since the last one longer than
-    /// `deaf_after` is a stall of ours (we were frozen or starved), as long as anyone could
-    /// have used to declare us dead.
+    /// `deaf_after` is a stall of ours (we were frozen or starved) long enough for the others
+    /// to have declared us dead.
     pub(super) fn note_turn(&mut self, now: Instant) {
         let gap = self
             .blind
