@@ -97,10 +97,16 @@ fn a_host_loss_is_explained_by_the_log_the_metrics_and_vigil_status() {
             }) && lab.arp_answers() == [mac.clone()]
         },
     );
-    // Before the loss: the owner took both VIPs at start, and says so.
+    // Before the loss: the owner took both VIPs at start, and says so. A checked service
+    // starts failing, so when the owner's first join beats its check's first pass (a shell
+    // run, slow on a loaded machine) it elected a peer first and took over when the check
+    // passed: "health". Seen once in CI.
     let first = explain(&lab, &owner, VIP);
     assert!(first.contains(&format!("owner:     {owner}")), "{first}");
-    assert!(first.contains("cause:     startup"), "{first}");
+    assert!(
+        first.contains("cause:     startup") || first.contains("cause:     health"),
+        "{first}"
+    );
 
     unplug(&lab, &owner);
     let mac = lab.mac(&next);
