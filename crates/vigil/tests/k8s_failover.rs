@@ -40,6 +40,8 @@ use k8s_support::{
 enum Fault {
     /// Its host's cable is pulled (the bridge port goes down).
     HostLoss,
+    /// Its vigil is frozen (SIGSTOP) until the trial ends: a hung or starved node.
+    Freeze,
     /// Its vigil is SIGKILLed.
     Kill,
     /// Its vigil is SIGTERMed (a graceful handover).
@@ -50,6 +52,7 @@ impl Fault {
     fn name(self) -> &'static str {
         match self {
             Self::HostLoss => "host loss",
+            Self::Freeze => "freeze",
             Self::Kill => "SIGKILL",
             Self::Term => "SIGTERM",
         }
@@ -91,6 +94,7 @@ fn fail(test: &str, c: &mut Cluster, fault: Fault, owner: &str) -> (String, Tria
     let i = c.index(owner);
     match fault {
         Fault::HostLoss => c.set_link(owner, false),
+        Fault::Freeze => c.daemons[i].freeze(true),
         Fault::Kill => c.daemons[i].kill(),
         Fault::Term => assert!(
             c.daemons[i].terminate(),
@@ -134,6 +138,7 @@ fn fail(test: &str, c: &mut Cluster, fault: Fault, owner: &str) -> (String, Tria
 fn restore(test: &str, c: &mut Cluster, mode: Mode, fault: Fault, owner: &str) {
     match fault {
         Fault::HostLoss => c.set_link(owner, true),
+        Fault::Freeze => c.daemons[c.index(owner)].freeze(false),
         Fault::Kill | Fault::Term => c.restart(owner, mode),
     }
     c.assert_only(
@@ -672,8 +677,10 @@ fn percentile(sorted: &[u128], p: f64) -> u128 {
 }
 
 /// The failover figures of issue 13: standalone and Kubernetes mode, one after the other on
-/// the same lab (three hosts, `fast` profile, the same names, VIPs and key length), `n` runs
-/// per scenario (`VIGIL_FIGURE_RUNS`, default 5). Run by hand:
+/// the same lab (three hosts unless `VIGIL_FIGURE_NODES` says otherwise, `fast` profile, the
+/// same names, VIPs and key length), `n` runs per scenario (`VIGIL_FIGURE_RUNS`, default 5),
+/// scenarios from `VIGIL_FIGURE_FAULTS` (link,freeze,kill,term; default link,kill,term). Run
+/// by hand:
 ///
 /// ```text
 /// sudo -E VIGIL_GO_BIN_DIR=conformance/.build/bin VIGIL_FIGURE_RUNS=10 \
@@ -687,16 +694,37 @@ fn figures_standalone_beside_kubernetes() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    let Some(mut c) = web_cluster(TEST, "vkf-fig", &[]) else {
+    // VIGIL_FIGURE_NODES speaker hosts (default 3); VIGIL_FIGURE_FAULTS, a comma-separated
+    // subset of link,freeze,kill,term (default link,kill,term).
+    let nodes: usize = std::env::var("VIGIL_FIGURE_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(k8s_support::NODES);
+    let wanted = std::env::var("VIGIL_FIGURE_FAULTS").unwrap_or("link,kill,term".into());
+    let faults: Vec<Fault> = wanted
+        .split(',')
+        .map(|f| match f.trim() {
+            "link" => Fault::HostLoss,
+            "freeze" => Fault::Freeze,
+            "kill" => Fault::Kill,
+            "term" => Fault::Term,
+            other => panic!("VIGIL_FIGURE_FAULTS: unknown fault {other:?}"),
+        })
+        .collect();
+    let services = [Svc {
+        name: "web",
+        ips: &WEB,
+    }];
+    let Some(mut c) = Cluster::with_nodes(TEST, "vkf-fig", nodes, &[], &pool_and_ad(), &services)
+    else {
         return;
     };
     let owner = Cluster::first(&c.nodes(), IpAddr::V4(WEB4));
-    let faults = [Fault::HostLoss, Fault::Kill, Fault::Term];
     let mut table: Vec<(Mode, Fault, Vec<u128>, Vec<u128>)> = Vec::new();
     for mode in [Mode::Standalone, Mode::Kubernetes] {
         c.start_all(mode);
         c.assert_only(&format!("{TEST}: {} settled", mode.name()), &WEB, &owner);
-        for fault in faults {
+        for &fault in &faults {
             let (mut arp, mut ndp) = (Vec::new(), Vec::new());
             for _ in 0..runs {
                 let (next, trial) = fail(TEST, &mut c, fault, &owner);
@@ -714,10 +742,10 @@ fn figures_standalone_beside_kubernetes() {
     }
     eprintln!("{TEST}: outage as the client saw it (probe every 5 ms), {runs} runs each, ms:");
     eprintln!(
-        "| scenario | standalone ARP p50 / max | kubernetes ARP p50 / max | standalone NDP p50 / max | kubernetes NDP p50 / max |"
+        "| scenario | standalone ARP p50 / p99 / max | kubernetes ARP p50 / p99 / max | standalone NDP p50 / p99 / max | kubernetes NDP p50 / p99 / max |"
     );
     eprintln!("|---|---|---|---|---|");
-    for fault in faults {
+    for &fault in &faults {
         let row = |mode: Mode| {
             table
                 .iter()
@@ -725,7 +753,14 @@ fn figures_standalone_beside_kubernetes() {
                 .expect("measured")
         };
         let (s, k) = (row(Mode::Standalone), row(Mode::Kubernetes));
-        let cell = |v: &[u128]| format!("{} / {}", percentile(v, 50.0), v.last().unwrap_or(&0));
+        let cell = |v: &[u128]| {
+            format!(
+                "{} / {} / {}",
+                percentile(v, 50.0),
+                percentile(v, 99.0),
+                v.last().unwrap_or(&0)
+            )
+        };
         eprintln!(
             "| {} | {} | {} | {} | {} |",
             fault.name(),

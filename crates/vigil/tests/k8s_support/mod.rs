@@ -82,6 +82,14 @@ impl Daemon {
         self.process.kill();
     }
 
+    /// SIGSTOP (`freeze`) or SIGCONT (`!freeze`) while it runs: a starved or frozen node.
+    pub fn freeze(&self, freeze: bool) {
+        if let Some(pid) = self.process.pid() {
+            let signal = if freeze { "-STOP" } else { "-CONT" };
+            vigil_netlab::run(&["kill", signal, &pid.to_string()]);
+        }
+    }
+
     /// SIGTERM and wait (at most 15 s, then SIGKILL): whether it exited by itself with 0.
     pub fn terminate(&mut self) -> bool {
         self.process
@@ -155,10 +163,22 @@ impl Cluster {
         config_yaml: &str,
         services: &[Svc<'_>],
     ) -> Option<Self> {
+        Self::with_nodes(test, tag, NODES, apiserver_args, config_yaml, services)
+    }
+
+    /// [`Cluster::new`] with `nodes` speaker hosts.
+    pub fn with_nodes(
+        test: &str,
+        tag: &str,
+        nodes: usize,
+        apiserver_args: &[&str],
+        config_yaml: &str,
+        services: &[Svc<'_>],
+    ) -> Option<Self> {
         let spec = ClusterSpec {
             apiserver_args: apiserver_args.iter().map(ToString::to_string).collect(),
             client_ipv6: true,
-            ..ClusterSpec::nodes(NODES)
+            ..ClusterSpec::nodes(nodes)
         };
         let lab_cluster = LabCluster::start(test, tag, &spec)?;
         lab_cluster.apply("pools and advertisements", config_yaml);
