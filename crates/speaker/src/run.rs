@@ -466,9 +466,13 @@ impl<S: StatusSink> Runner<S> {
     /// process) and whose refutation has not reached here. A push-pull with the members held
     /// dead merges now rather than at the next rejoin (5 s), so this node hears it is back and
     /// hands over. At most once per [`CLAIM_REJOIN_SPACING`].
+    ///
+    /// Not while leaving: the successors' claims are the handover, and a push-pull of a
+    /// leaving node's state would refute its own leave (the others would hold it alive again,
+    /// stop taking its VIPs, and declare it failed once it is gone).
     fn rejoin_the_dead(&mut self) {
         let now = Instant::now();
-        if self.claim_rejoin_at.is_some_and(|at| now < at) {
+        if self.leave.is_some() || self.claim_rejoin_at.is_some_and(|at| now < at) {
             return;
         }
         self.claim_rejoin_at = Some(now + CLAIM_REJOIN_SPACING);
@@ -479,7 +483,9 @@ impl<S: StatusSink> Runner<S> {
                 .await
                 .unwrap_or_default()
                 .iter()
-                .filter(|m| m.state.is_gone())
+                // Dead, not left: a member that said goodbye (ourselves, while leaving,
+                // among them) is not the other side of a split.
+                .filter(|m| m.state == vigil_gossip::MemberState::Dead)
                 .map(|m| m.addr)
                 .collect();
             if dead.is_empty() {
