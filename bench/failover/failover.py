@@ -20,7 +20,6 @@ Prints one table; writes it as JSON and Markdown into the lab's results file.
 """
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -42,16 +41,8 @@ SCENARIOS = {
 }
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def percentile(values, p):
-    if not values:
-        return None
-    s = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(s)))
-    return s[rank - 1]
+log = L.log
+percentile = L.percentile
 
 
 class Bench:

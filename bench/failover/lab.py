@@ -14,6 +14,7 @@ are deleted there too (callers run it from `finally` and from signal handlers).
 """
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -368,3 +369,15 @@ def wait_until(limit, every, check):
         if time.monotonic() > end:
             return None
         time.sleep(every)
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def percentile(values, p):
+    """The nearest-rank p-th percentile of `values`; None when there are none."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(1, math.ceil(p / 100 * len(s))) - 1]

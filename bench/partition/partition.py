@@ -36,7 +36,6 @@ Prints the schedules as they run, then a Markdown summary; RESULTS=file.json get
 
 import itertools
 import json
-import math
 import os
 import random
 import signal
@@ -63,15 +62,8 @@ class Skipped(Exception):
     """A schedule that could not start: the cluster did not settle (its speakers restarted)."""
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def percentile(values, p):
-    if not values:
-        return None
-    s = sorted(values)
-    return s[max(1, math.ceil(p / 100 * len(s))) - 1]
+log = L.log
+percentile = L.percentile
 
 
 class Partitions:

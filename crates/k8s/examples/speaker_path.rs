@@ -14,12 +14,11 @@
 //! cargo run --release -p vigil-k8s --example speaker_path [--members=M] [N ...]
 //! ```
 
-// Only for the counting allocator (memory per Service, in bytes the heap holds).
-#![allow(unsafe_code)]
-
+use cap::Cap;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::json;
+use std::alloc::System;
 use std::time::{Duration, Instant};
 use vigil_k8s::source::KeyedBench;
 use vigil_k8s::translate::Options;
@@ -30,41 +29,14 @@ const NODES: usize = 100;
 
 /// The system allocator, counting the bytes live: memory per Service without the noise of
 /// pages the allocator keeps.
-struct Counting;
-
-static LIVE: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
-
-// SAFETY: every call goes to the system allocator unchanged; only a counter is added.
-unsafe impl std::alloc::GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        LIVE.fetch_sub(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
 
 /// Bytes live on the heap now.
 fn live() -> isize {
-    LIVE.load(std::sync::atomic::Ordering::Relaxed)
+    ALLOCATOR.allocated() as isize
 }
+
 const NS: &str = "bench";
 
 fn node_name(i: usize) -> String {

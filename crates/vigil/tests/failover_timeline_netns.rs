@@ -10,15 +10,11 @@
 mod standalone_lab;
 
 use serde_json::Value;
-use standalone_lab::{Cluster, VIGIL, VIP, VIP6, root_or_skip};
+use standalone_lab::{Cluster, VIGIL, VIP, VIP6, expected_owner, root_or_skip};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const GENEROUS: Duration = Duration::from_secs(30);
-
-fn expected_owner(names: &[String]) -> String {
-    vigil_lb::rank(names.iter().map(String::as_str), VIP.parse().unwrap())[0].to_string()
-}
 
 /// The lab's namespace prefix, read off a path the lab names after it
 /// (`/tmp/<prefix>-<host>.log`).
@@ -79,24 +75,11 @@ fn a_host_loss_is_explained_by_the_log_the_metrics_and_vigil_status() {
     }
     let mut lab = Cluster::new(3);
     let names = lab.names();
-    for host in &names {
-        lab.write_config(host, &lab.config(host, "", ""));
-        lab.start(host);
-    }
-    let owner = expected_owner(&names);
+    let owner = lab.start_all("", "");
     let survivors: Vec<String> = names.iter().filter(|n| **n != owner).cloned().collect();
     let next = expected_owner(&survivors);
     let bystander = survivors.iter().find(|n| **n != next).unwrap().clone();
-    let mac = lab.mac(&owner);
-    lab.wait_for(
-        "all alive, agreed, the owner alone answering",
-        GENEROUS,
-        || {
-            names.iter().all(|h| {
-                lab.alive_seen_by(h).len() == 3 && lab.owner_seen_by(h).as_deref() == Some(&owner)
-            }) && lab.arp_answers() == [mac.clone()]
-        },
-    );
+    lab.wait_agreed(&owner);
     // Before the loss: the owner took both VIPs at start, and says so. A checked service
     // starts failing, so when the owner's first join beats its check's first pass (a shell
     // run, slow on a loaded machine) it elected a peer first and took over when the check

@@ -8,7 +8,7 @@
 
 mod standalone_lab;
 
-use standalone_lab::{Cluster, VIGIL, VIP, VIP6, root_or_skip};
+use standalone_lab::{Cluster, VIGIL, VIP, VIP6, expected_owner, root_or_skip};
 use std::time::Duration;
 
 const GENEROUS: Duration = Duration::from_secs(30);
@@ -17,10 +17,6 @@ const SERVICE_MAX_S: u32 = 600;
 const LOCAL_ADDRESS: &str = "announce: {local_address: lo}\n";
 
 /// The owner MetalLB's election picks for [`VIP`] among `names`.
-fn expected_owner<S: AsRef<str>>(names: &[S]) -> String {
-    vigil_lb::rank(names.iter().map(AsRef::as_ref), VIP.parse().unwrap())[0].to_string()
-}
-
 /// Three hosts with IPv6 addresses, a TCP service each and `announce.local_address: lo`,
 /// converged on one owner, which alone holds both VIPs on `lo`.
 fn converged() -> (Cluster, String) {
@@ -28,11 +24,7 @@ fn converged() -> (Cluster, String) {
     lab.add_host_ipv6();
     lab.start_services(SERVICE_MAX_S);
     let names = lab.names();
-    for host in &names {
-        lab.write_config(host, &lab.config(host, "", LOCAL_ADDRESS));
-        lab.start(host);
-    }
-    let owner = expected_owner(&names);
+    let owner = lab.start_all("", LOCAL_ADDRESS);
     lab.wait_for(
         "three alive members and one owner everywhere",
         GENEROUS,

@@ -13,14 +13,10 @@
 
 mod standalone_lab;
 
-use standalone_lab::{Cluster, VIP, root_or_skip};
+use standalone_lab::{Cluster, expected_owner, root_or_skip};
 use std::time::Duration;
 
 const GENEROUS: Duration = Duration::from_secs(60);
-
-fn expected_owner(names: &[String]) -> String {
-    vigil_lb::rank(names.iter().map(String::as_str), VIP.parse().unwrap())[0].to_string()
-}
 
 /// Longer than the fast profile's `gossip_to_the_dead_time` (15 s): past it nobody gossips to
 /// the other side any more, so only the seeds' re-join can merge the cluster again.
@@ -31,33 +27,9 @@ const BEYOND_GOSSIP_TO_THE_DEAD: Duration = Duration::from_secs(17);
 fn converged(election: &str, gossip: &str) -> (Cluster, String) {
     let mut lab = Cluster::new(3);
     lab.gossip_extra = gossip.to_string();
-    let names = lab.names();
-    for host in &names {
-        lab.write_config(host, &lab.config(host, election, ""));
-        lab.start(host);
-    }
-    let owner = expected_owner(&names);
-    agreed(&lab, &owner);
+    let owner = lab.start_all(election, "");
+    lab.wait_agreed(&owner);
     (lab, owner)
-}
-
-/// Waits until every host sees all hosts alive and names `owner`, and `owner` alone answers.
-fn agreed(lab: &Cluster, owner: &str) {
-    let names = lab.names();
-    lab.wait_for(
-        &format!("every host to see all alive and agree on {owner}"),
-        GENEROUS,
-        || {
-            names.iter().all(|h| {
-                lab.alive_seen_by(h).len() == names.len()
-                    && lab.owner_seen_by(h).as_deref() == Some(owner)
-            })
-        },
-    );
-    let mac = lab.mac(owner);
-    lab.wait_for(&format!("{owner} alone to answer ARP"), GENEROUS, || {
-        lab.arp_answers() == [mac.clone()]
-    });
 }
 
 /// Cuts the owner off from the other two; returns the majority side and its owner.
@@ -103,7 +75,7 @@ fn without_the_guard_both_sides_answer_and_the_heal_leaves_one_owner() {
     std::thread::sleep(BEYOND_GOSSIP_TO_THE_DEAD);
     let offsets: Vec<usize> = lab.names().iter().map(|h| lab.log(h).len()).collect();
     lab.heal();
-    agreed(&lab, &owner);
+    lab.wait_agreed(&owner);
     let rejoined = lab.names().iter().zip(&offsets).any(|(h, from)| {
         lab.log(h)
             .get(*from..)
@@ -153,5 +125,5 @@ fn with_the_guard_only_the_majority_answers_and_the_heal_leaves_one_owner() {
         );
     }
     lab.heal();
-    agreed(&lab, &owner);
+    lab.wait_agreed(&owner);
 }

@@ -10,16 +10,12 @@
 
 mod standalone_lab;
 
-use standalone_lab::{Cluster, VIP, VIP6, root_or_skip};
+use standalone_lab::{Cluster, VIP, VIP6, expected_owner, root_or_skip};
 use std::time::Duration;
 
 const GENEROUS: Duration = Duration::from_secs(30);
 /// The prober's question interval.
 const PROBE_INTERVAL_MS: u32 = 5;
-
-fn expected_owner(names: &[String]) -> String {
-    vigil_lb::rank(names.iter().map(String::as_str), VIP.parse().unwrap())[0].to_string()
-}
 
 /// Waits until every running host sees `alive` alive members and agrees on `owner`.
 fn settled(lab: &Cluster, hosts: &[String], alive: usize, owner: &str) {
@@ -42,16 +38,9 @@ fn a_rolling_restart_leaves_no_question_unanswered() {
     }
     let mut lab = Cluster::new(3);
     let names = lab.names();
-    for host in &names {
-        lab.write_config(host, &lab.config(host, "", ""));
-        lab.start(host);
-    }
-    let owner = expected_owner(&names);
-    settled(&lab, &names, names.len(), &owner);
+    let owner = lab.start_all("", "");
+    lab.wait_agreed(&owner);
     let owner_mac = lab.mac(&owner);
-    lab.wait_for("the owner alone to answer ARP", GENEROUS, || {
-        lab.arp_answers() == [owner_mac.clone()]
-    });
 
     lab.start_prober(PROBE_INTERVAL_MS, 600);
     // Let it ask a few questions of the settled cluster first (the record shows it did).

@@ -14,7 +14,7 @@
 
 mod standalone_lab;
 
-use standalone_lab::{Cluster, VIP, root_or_skip};
+use standalone_lab::{Cluster, expected_owner, root_or_skip};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -38,10 +38,6 @@ const STOPPED: Duration = Duration::from_millis(50);
 const PERIOD: Duration = Duration::from_millis(250);
 /// The client's question interval.
 const WATCH_INTERVAL_MS: u32 = 20;
-
-fn expected_owner(names: &[String]) -> String {
-    vigil_lb::rank(names.iter().map(String::as_str), VIP.parse().unwrap())[0].to_string()
-}
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -158,20 +154,8 @@ fn five_percent_loss_and_a_starved_owner_cause_no_false_failover() {
         lab.start(host);
     }
     let owner = expected_owner(&names);
-    lab.wait_for(
-        "every host to see all alive and agree on the owner",
-        GENEROUS,
-        || {
-            names.iter().all(|h| {
-                lab.alive_seen_by(h).len() == names.len()
-                    && lab.owner_seen_by(h).as_deref() == Some(&owner)
-            })
-        },
-    );
+    lab.wait_agreed(&owner);
     let owner_mac = lab.mac(&owner);
-    lab.wait_for("the owner alone to answer ARP", GENEROUS, || {
-        lab.arp_answers() == [owner_mac.clone()]
-    });
 
     // From here on nothing is killed: any change of owner is a false failover.
     let offsets: Vec<usize> = names.iter().map(|h| lab.log(h).len()).collect();

@@ -6,26 +6,18 @@
 
 mod standalone_lab;
 
-use standalone_lab::{Cluster, VIP, root_or_skip};
+use standalone_lab::{Cluster, VIP, expected_owner, root_or_skip};
 use std::time::Duration;
 
 const GENEROUS: Duration = Duration::from_secs(30);
 
 /// The owner MetalLB's election picks for [`VIP`] among `names`.
-fn expected_owner(names: &[String]) -> String {
-    vigil_lb::rank(names.iter().map(String::as_str), VIP.parse().unwrap())[0].to_string()
-}
-
 /// Starts every host on `election` settings and waits until all see each other alive and
 /// agree on the VIP's owner, and the client gets exactly one ARP answer, from that owner.
 fn converged(election: &str) -> (Cluster, String) {
     let mut lab = Cluster::new(3);
     let names = lab.names();
-    for host in &names {
-        lab.write_config(host, &lab.config(host, election, ""));
-        lab.start(host);
-    }
-    let owner = expected_owner(&names);
+    let owner = lab.start_all(election, "");
     lab.wait_for(
         "every host to see three alive members and one owner",
         GENEROUS,

@@ -14,7 +14,7 @@
 
 mod standalone_lab;
 
-use standalone_lab::{Cluster, ProbeRecord, VIP, root_or_skip};
+use standalone_lab::{Cluster, ProbeRecord, expected_owner, root_or_skip};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -24,10 +24,6 @@ const GENEROUS: Duration = Duration::from_secs(20);
 const FROZEN: Duration = Duration::from_secs(1);
 /// The client's question interval, in ms.
 const PROBE_EVERY_MS: u32 = 5;
-
-fn expected_owner(names: &[String]) -> String {
-    vigil_lb::rank(names.iter().map(String::as_str), VIP.parse().unwrap())[0].to_string()
-}
 
 /// A word's value in a `key=value` line.
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
@@ -108,11 +104,7 @@ fn a_thawed_owner_never_answers_beside_the_survivor_that_took_its_vip() {
     }
     let mut lab = Cluster::new(3);
     let names = lab.names();
-    for host in &names {
-        lab.write_config(host, &lab.config(host, "", ""));
-        lab.start(host);
-    }
-    let owner = expected_owner(&names);
+    let owner = lab.start_all("", "");
     let survivors: Vec<String> = names.iter().filter(|n| **n != owner).cloned().collect();
     let next = expected_owner(&survivors);
     let (owner_mac, next_mac) = (lab.mac(&owner), lab.mac(&next));
@@ -122,15 +114,7 @@ fn a_thawed_owner_never_answers_beside_the_survivor_that_took_its_vip() {
             .find(|(m, _)| m == mac)
             .map_or_else(|| mac.to_string(), |(_, h)| h.clone())
     };
-    lab.wait_for(
-        "all alive, agreed, the owner alone answering",
-        GENEROUS,
-        || {
-            names.iter().all(|h| {
-                lab.alive_seen_by(h).len() == 3 && lab.owner_seen_by(h).as_deref() == Some(&owner)
-            }) && lab.arp_answers() == [owner_mac.clone()]
-        },
-    );
+    lab.wait_agreed(&owner);
 
     lab.start_prober(PROBE_EVERY_MS, 25);
     let pid = lab

@@ -320,21 +320,26 @@ impl Membership {
             .retain(|b| now.saturating_duration_since(b.declared) < keep_for);
         for k in 0..self.blind.deaths.len() {
             let name = self.blind.deaths[k].name.clone();
-            let Some(i) = self.members.find(&name) else {
-                continue;
-            };
-            let to = self.members.list[i].addr();
-            let seq = self.next_seq();
-            self.blind.deaths[k].ping_seq = Some(seq);
-            let ping = Message::Ping(self.own_ping(seq, &name));
-            self.stats.blind_pings += 1;
-            self.send_msg(to, ping.to_vec(Transport::Packet));
+            if let Some(seq) = self.ping_the_dead(&name) {
+                self.blind.deaths[k].ping_seq = Some(seq);
+                self.stats.blind_pings += 1;
+            }
         }
         self.blind.next_ping = if self.blind.deaths.is_empty() {
             None
         } else {
             Some(advance(due, self.config.probe_interval, now))
         };
+    }
+
+    /// Pings member `name`, dead to us, at its last address (the probe rotation skips the
+    /// dead): the sequence number to match its ack with, or `None` if it is no longer known.
+    fn ping_the_dead(&mut self, name: &str) -> Option<u32> {
+        let to = self.members.list[self.members.find(name)?].addr();
+        let seq = self.next_seq();
+        let ping = Message::Ping(self.own_ping(seq, name));
+        self.send_msg(to, ping.to_vec(Transport::Packet));
+        Some(seq)
     }
 
     /// Member `name` was declared dead (not left): ping it now and then while its death is
@@ -381,15 +386,10 @@ impl Membership {
             if self.held_blind(&name) {
                 continue;
             }
-            let Some(i) = self.members.find(&name) else {
-                continue;
-            };
-            let to = self.members.list[i].addr();
-            let seq = self.next_seq();
-            self.blind.redials[k].ping_seq = Some(seq);
-            let ping = Message::Ping(self.own_ping(seq, &name));
-            self.stats.dead_pings += 1;
-            self.send_msg(to, ping.to_vec(Transport::Packet));
+            if let Some(seq) = self.ping_the_dead(&name) {
+                self.blind.redials[k].ping_seq = Some(seq);
+                self.stats.dead_pings += 1;
+            }
         }
         self.blind.next_redial = if self.blind.redials.is_empty() {
             None

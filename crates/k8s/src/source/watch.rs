@@ -43,6 +43,17 @@ pub(super) struct Watch {
     pub(super) counters: SourceCounters,
 }
 
+/// What a watched kind must be to live in a reflector's store shared across tasks.
+pub(super) trait Reflected:
+    Resource<DynamicType = ()> + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Reflected for K where
+    K: Resource<DynamicType = ()> + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
 /// How one kind's events mark the dirty set.
 pub(super) trait Marker<K>: Send + 'static {
     fn mark(&mut self, event: &watcher::Event<K>, dirty: &mut Dirty);
@@ -182,14 +193,7 @@ impl Watch {
         mut marker: impl Marker<K>,
     ) -> Store<K>
     where
-        K: Resource<DynamicType = ()>
-            + Slim
-            + Clone
-            + DeserializeOwned
-            + Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Reflected,
     {
         let (reader, writer) = reflector::store();
         // The stores keep only what the speaker reads ([`Slim`]): they hold every Service
@@ -234,14 +238,7 @@ impl Watch {
     /// (403) turns this store into the poll for good. A change marks the peers either way.
     pub(super) fn pods<K>(&self, api: Api<K>) -> Store<K>
     where
-        K: Resource<DynamicType = ()>
-            + Slim
-            + Clone
-            + DeserializeOwned
-            + Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Reflected,
     {
         let (reader, mut writer) = reflector::store();
         let bell = Arc::clone(&self.bell);
@@ -312,7 +309,7 @@ async fn watch_until_refused<K>(
     bell: &Bell,
     counters: &SourceCounters,
 ) where
-    K: Resource<DynamicType = ()> + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Reflected,
 {
     let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
@@ -346,7 +343,7 @@ async fn watch_until_refused<K>(
 /// marks the peers.
 async fn poll<K>(api: Api<K>, mut writer: Writer<K>, bell: Arc<Bell>, counters: SourceCounters)
 where
-    K: Resource<DynamicType = ()> + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Reflected,
 {
     let mut poll = tokio::time::interval(POD_POLL);
     let mut last_versions: Option<Vec<Option<String>>> = None;

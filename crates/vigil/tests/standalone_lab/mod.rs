@@ -24,6 +24,8 @@ pub(crate) const VIP6: &str = "2001:db8::100";
 pub(crate) const VIGIL: &str = env!("CARGO_BIN_EXE_vigil");
 /// The port of the hosts' TCP service (see [`Cluster::start_services`]).
 pub(crate) const SERVICE_PORT: u16 = 8080;
+/// Bound on the waits for a lab to settle (two shared cores, other tests beside).
+const SETTLE: Duration = Duration::from_secs(60);
 
 /// vigil-l2-client, built by `cargo test --workspace` next to the vigil binary.
 fn l2_client() -> PathBuf {
@@ -631,6 +633,42 @@ impl Cluster {
             panic!("timed out waiting for {what}\n{}", self.logs());
         }
     }
+
+    /// Starts vigil on every host on [`Cluster::config`]`(host, election, extra_services)`;
+    /// returns the owner MetalLB's election gives [`VIP`].
+    pub(crate) fn start_all(&mut self, election: &str, extra_services: &str) -> String {
+        let names = self.names();
+        for host in &names {
+            self.write_config(host, &self.config(host, election, extra_services));
+            self.start(host);
+        }
+        expected_owner(&names)
+    }
+
+    /// Waits until every host sees all hosts alive and names `owner`, and `owner`'s MAC alone
+    /// answers the client's ARP.
+    pub(crate) fn wait_agreed(&self, owner: &str) {
+        let names = self.names();
+        self.wait_for(
+            &format!("every host to see all alive and agree on {owner}"),
+            SETTLE,
+            || {
+                names.iter().all(|h| {
+                    self.alive_seen_by(h).len() == names.len()
+                        && self.owner_seen_by(h).as_deref() == Some(owner)
+                })
+            },
+        );
+        let mac = self.mac(owner);
+        self.wait_for(&format!("{owner} alone to answer ARP"), SETTLE, || {
+            self.arp_answers() == [mac.clone()]
+        });
+    }
+}
+
+/// The host MetalLB's election ranks first for [`VIP`] among `names`.
+pub(crate) fn expected_owner<S: AsRef<str>>(names: &[S]) -> String {
+    vigil_lb::rank(names.iter().map(AsRef::as_ref), VIP.parse().unwrap())[0].to_string()
 }
 
 impl Drop for Cluster {
