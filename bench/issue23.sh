@@ -11,7 +11,7 @@
 #   6. speaker SIGKILL and SIGTERM (standalone, then Kubernetes), TRIALS_SIGNAL
 # Results (JSON and the text each step printed) go to $OUT (default bench-issue23-<time>).
 #
-# Usage: sudo bash bench/issue23.sh          (about 110 minutes on 2 cores)
+# Usage: sudo bash bench/issue23.sh          (about two hours on 2 cores)
 #        sudo TRIALS_FAST=5 TRIALS_SIGNAL=3 SOAK=30 SCHEDULES=3 CUT=1 bash bench/issue23.sh
 #        STEPS=1,3 limits the run to some steps.
 set -euo pipefail
