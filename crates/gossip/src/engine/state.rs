@@ -470,17 +470,19 @@ impl Membership {
             return;
         }
         let blind = self.suspicion_was_blind(s.started);
-        if self.suspicion_outlived_our_silence(s.started) {
-            self.suspect_episodes.remove(&episode);
+        let outlived_our_silence = self.suspicion_outlived_our_silence(s.started);
+        self.suspect_episodes.remove(&episode);
+        if outlived_our_silence {
             self.stats.blind_suspicions_dropped += 1;
+            let stamp = self.members.stamp(now);
             let m = &mut self.members.list[i];
             m.suspicion = None;
             m.state = MemberState::Alive;
+            m.state_change = stamp;
             let info = MemberInfo::from(&*m);
             self.events.push_back(Event::Refuted(info));
             return;
         }
-        self.suspect_episodes.remove(&episode);
         self.stats.deaths_declared += 1;
         let d = Dead {
             incarnation: m.incarnation,
