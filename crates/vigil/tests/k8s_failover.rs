@@ -70,16 +70,16 @@ const WEB: [IpAddr; 2] = [IpAddr::V4(WEB4), IpAddr::V6(WEB6)];
 
 /// The lab with Service `web` on [`WEB`]; `None` when the test skips.
 fn web_cluster(test: &str, tag: &str, apiserver_args: &[&str]) -> Option<Cluster> {
-    Cluster::new(
-        test,
-        tag,
-        apiserver_args,
-        &pool_and_ad(),
-        &[Svc {
-            name: "web",
-            ips: &WEB,
-        }],
-    )
+    web_cluster_of(test, tag, k8s_support::NODES, apiserver_args)
+}
+
+/// [`web_cluster`] with `nodes` speaker hosts.
+fn web_cluster_of(test: &str, tag: &str, nodes: usize, apiserver_args: &[&str]) -> Option<Cluster> {
+    let web = Svc {
+        name: "web",
+        ips: &WEB,
+    };
+    Cluster::with_nodes(test, tag, nodes, apiserver_args, &pool_and_ad(), &[web])
 }
 
 /// Fails `owner` with `fault` while the client probes both VIPs every 5 ms, waits until the
@@ -711,12 +711,7 @@ fn figures_standalone_beside_kubernetes() {
             other => panic!("VIGIL_FIGURE_FAULTS: unknown fault {other:?}"),
         })
         .collect();
-    let services = [Svc {
-        name: "web",
-        ips: &WEB,
-    }];
-    let Some(mut c) = Cluster::with_nodes(TEST, "vkf-fig", nodes, &[], &pool_and_ad(), &services)
-    else {
+    let Some(mut c) = web_cluster_of(TEST, "vkf-fig", nodes, &[]) else {
         return;
     };
     let owner = Cluster::first(&c.nodes(), IpAddr::V4(WEB4));
