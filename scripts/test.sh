@@ -10,6 +10,8 @@
 # Environment: FUZZ_SECONDS (default 20) per fuzz target; SKIP_FUZZ=1 to skip fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One clean build: incremental state would only cost disk (gigabytes) and time.
+export CARGO_INCREMENTAL=0
 
 passed=0
 failed=0
@@ -110,5 +112,6 @@ if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -f fuzz/run.sh ]; then
   stage "fuzz smoke run" fuzz_smoke
 fi
 
+df -h . | tail -n 1 | awk '{print "disk: " $3 " used, " $4 " free"}'
 echo "stages: ${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
