@@ -112,6 +112,6 @@ if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -f fuzz/run.sh ]; then
   stage "fuzz smoke run" fuzz_smoke
 fi
 
-df -h . | tail -n 1 | awk '{print "disk: " $3 " used, " $4 " free"}'
+echo "disk: $(du -sh target 2>/dev/null | cut -f1) in target, $(df -h . | awk 'NR == 2 {print $4}') free"
 echo "stages: ${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
