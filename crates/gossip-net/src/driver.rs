@@ -509,15 +509,20 @@ fn now() -> std::time::Instant {
 impl Driver {
     async fn run(mut self) {
         let mut buf = vec![0u8; 65_536];
+        // One timer for the driver's life, moved only when the engine's deadline moves, rather
+        // than a new one registered with tokio's timer wheel for every datagram.
+        let sleep = sleep_until(Instant::now());
+        tokio::pin!(sleep);
+        let mut armed = None;
         loop {
             self.drain().await;
             let deadline = self.engine.poll_timeout().map(Instant::from_std);
-            let sleep = async {
-                match deadline {
-                    Some(d) => sleep_until(d).await,
-                    None => std::future::pending().await,
+            if deadline != armed {
+                if let Some(d) = deadline {
+                    sleep.as_mut().reset(d);
                 }
-            };
+                armed = deadline;
+            }
             tokio::select! {
                 r = self.udp.recv_from(&mut buf) => match r {
                     Ok((n, from)) => self.engine.handle_packet(now(), from, &buf[..n]),
@@ -538,7 +543,7 @@ impl Driver {
                     Some(cmd) => self.on_command(cmd),
                 },
                 Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
-                () = sleep => {}
+                () = &mut sleep, if armed.is_some() => {}
             }
             // Trust the clock, not the timer: the sleep may have been cut short by other
             // input, and any input may arrive after the deadline has passed.

@@ -77,8 +77,9 @@ pub struct Config {
     ///   never declares anyone dead by itself. A refused connection outside a probe (a
     ///   push/pull) also counts as one confirmation only.
     pub use_strong_evidence: bool,
-    /// vigil: how many members each node watches closely: the ones after it on a ring that
-    /// every node orders by a hash of the names, so that each member has this many watchers.
+    /// vigil: how many members each node watches closely: its nearest on a ring that every
+    /// node orders by a hash of the names (alternately after and before it), so that each
+    /// member has this many watchers.
     /// 0 turns the watch off (Go's profiles). See `engine/watch.rs` and docs/ARCHITECTURE.md,
     /// "Detection".
     pub watch_neighbours: usize,

@@ -1079,6 +1079,59 @@ fn every_member_has_watch_neighbours_watchers_and_go_profiles_none() {
     }
 }
 
+/// With an even `watch_neighbours`, neighbours watch each other, and one ping per pair and
+/// round serves both: each member pings the one after it and spares the one before.
+#[test]
+fn neighbours_watch_each_other_and_take_turns_pinging() {
+    let config = Config::fast();
+    let mut net = Net::joined(6, config.clone(), 45);
+    net.run_for(Duration::from_millis(200));
+    let before: Vec<(u64, u64)> = (0..6)
+        .map(|i| {
+            let s = net.nodes[i].stats();
+            (s.watch_pings, s.watch_pings_spared)
+        })
+        .collect();
+    let window = Duration::from_secs(2);
+    net.run_for(window);
+    let rounds = (window.as_millis() / config.watch_interval.as_millis()) as u64;
+    for i in 0..6 {
+        let name = format!("node-{i}");
+        let mut watchers = watchers_of(&net, &name);
+        let mut watched: Vec<usize> = net.nodes[i]
+            .watched()
+            .map(|w| Net::index_of(net.nodes[i].member(w).unwrap().addr))
+            .collect();
+        watchers.sort_unstable();
+        watched.sort_unstable();
+        assert_eq!(watchers, watched, "{name} watches its watchers");
+        let s = net.nodes[i].stats();
+        let (pings, spared) = (
+            s.watch_pings - before[i].0,
+            s.watch_pings_spared - before[i].1,
+        );
+        assert_eq!(
+            pings + spared,
+            2 * rounds,
+            "{name}: one decision per target and round"
+        );
+        // Its rounds fall on its gossip ticks: one wake-up for both.
+        let next = net.nodes[i].watch_deadline().expect("watching");
+        let gossip = net.nodes[i].next_gossip;
+        let apart = next.max(gossip) - next.min(gossip);
+        assert_eq!(
+            apart.as_nanos() % config.gossip_interval.as_nanos(),
+            0,
+            "{name}"
+        );
+        // Half spared, less the rounds a lost or late ping made the later one ask itself.
+        assert!(
+            spared * 10 >= rounds * 9,
+            "{name}: {pings} pings sent, only {spared} spared in {rounds} rounds"
+        );
+    }
+}
+
 /// A watched member that only its watcher cannot reach is alive to the helpers: they relay
 /// its acks, so the watcher neither suspects nor kills it.
 #[test]

@@ -266,6 +266,8 @@ pub struct Stats {
     pub version_mismatches: u64,
     /// Pings the watch sent (see `Config::watch_neighbours`).
     pub watch_pings: u64,
+    /// Watch pings not sent to a member before us on the ring, because its own pings arrive.
+    pub watch_pings_spared: u64,
     /// Of `deaths_declared`, those the watch declared (a confirmed silence).
     pub watch_deaths_declared: u64,
     /// Watch rounds that found we had not run for over two watch intervals (our own stall,

@@ -2,13 +2,19 @@
 //!
 //! SWIM probes each member once per probe cycle, so a member that vanishes waits for its turn,
 //! a failed probe, and then a suspicion long enough for a lone accusation to be refuted. That
-//! is a few hundred milliseconds in the `fast` profile. The watch adds, for the few members
-//! right after us on a ring every node orders the same way (a hash of the names), so that
-//! every member has `watch_neighbours` watchers:
+//! is a few hundred milliseconds in the `fast` profile. The watch adds, for our nearest
+//! members on a ring every node orders the same way (a hash of the names: the next one after
+//! us, the one before, the second after...), so that every member has `watch_neighbours`
+//! watchers and, with an even number, watches its watchers back:
 //!
 //! - a plain memberlist ping every `watch_interval` (no piggy-backed gossip, so broadcasts
 //!   keep their retransmit budget for the whole cluster), whose acks are the member's signs
-//!   of life, with any packet it sends us and any newer incarnation heard of it;
+//!   of life, with any packet it sends us and any newer incarnation heard of it. Two
+//!   neighbours that watch each other need one ping between them, not two: the one before
+//!   on the ring pings, its ack is the earlier one's sign of life and the ping the later
+//!   one's. So a member before us is pinged only when no datagram of its own arrived for
+//!   1.5 intervals (its ping was lost, or it stopped): each still hears the other every
+//!   interval while both live, with half the datagrams and wake-ups;
 //! - once it has been silent for `watch_confirm_after`, indirect pings with nacks through
 //!   helpers, repeated every probe timeout, and one round before the verdict a suspicion
 //!   (memberlist's own message) if enough helpers confirmed that it does not answer them;
@@ -55,6 +61,11 @@ struct Watched {
     incarnation: u32,
     /// Its last sign of life, moved forward by our own stalls.
     heard: Instant,
+    /// It comes after us on the ring, so it is ours to ping every round; one before us pings
+    /// us, and is pinged only when its datagrams stop.
+    after_us: bool,
+    /// When a datagram from its address last arrived (not moved by stalls).
+    datagram_at: Option<Instant>,
     /// When the next indirect round may go out, while it is silent.
     next_round: Option<Instant>,
     /// Helpers that nacked an indirect ping about it since it went silent.
@@ -79,8 +90,9 @@ impl Membership {
         self.watch.next_tick
     }
 
-    /// Chooses the members to watch: the `watch_neighbours` live members after us on the
-    /// ring. Keeps what we knew of members that stay.
+    /// Chooses the members to watch: the `watch_neighbours` live members nearest to us on
+    /// the ring, taken alternately after and before us (+1, -1, +2, ...), so that neighbours
+    /// watch each other. Keeps what we knew of members that stay.
     fn watch_choose(&mut self, now: Instant) {
         self.watch.dirty = false;
         let k = self.config.watch_neighbours;
@@ -96,22 +108,33 @@ impl Membership {
             })
         });
         let me = ring.iter().position(|&(_, i)| i == 0).unwrap_or(0);
-        let chosen: Vec<usize> = (1..ring.len())
-            .map(|step| ring[(me + step) % ring.len()].1)
-            .take(k)
-            .collect();
+        let n = ring.len();
+        let mut chosen: Vec<(usize, bool)> = Vec::with_capacity(k);
+        for step in 1..n {
+            for (at, after_us) in [(me + step, true), (me + n - step, false)] {
+                let i = ring[at % n].1;
+                if chosen.len() < k && !chosen.iter().any(|c| c.0 == i) {
+                    chosen.push((i, after_us));
+                }
+            }
+        }
         let mut old = core::mem::take(&mut self.watch.targets);
-        for i in chosen {
+        for (i, after_us) in chosen {
             let m = &self.members.list[i];
             let kept = old.iter().position(|w| w.name == m.name);
             let w = match kept {
-                Some(j) => old.swap_remove(j),
+                Some(j) => Watched {
+                    after_us,
+                    ..old.swap_remove(j)
+                },
                 None => Watched {
+                    after_us,
                     name: m.name.clone(),
                     addr: m.addr(),
                     incarnation: m.incarnation,
                     // A new target starts as just heard: it was alive when chosen.
                     heard: now,
+                    datagram_at: None,
                     next_round: None,
                     nackers: Vec::new(),
                     suspected: false,
@@ -148,6 +171,7 @@ impl Membership {
     pub(super) fn watch_heard_from(&mut self, now: Instant, from: SocketAddr) {
         if let Some(w) = self.watch.targets.iter_mut().find(|w| w.addr == from) {
             w.heard_at(now);
+            w.datagram_at = Some(now);
         }
     }
 
@@ -224,8 +248,35 @@ impl Membership {
             self.watch.last_tick = None;
             None
         } else {
-            Some(now + interval)
+            Some(self.on_gossip_beat(now + interval))
         };
+    }
+
+    /// The gossip tick nearest `at`, when gossip ticks at least as often as the watch: the
+    /// watch's pings then leave in the same wake-up as gossip's, not in one of their own
+    /// (a wake-up costs far more than the work in it). `at` moves by at most half a gossip
+    /// interval, so rounds stay between 0.5 and 1.5 watch intervals apart.
+    fn on_gossip_beat(&self, at: Instant) -> Instant {
+        let beat = self.config.gossip_interval.as_nanos();
+        if beat == 0 || beat > self.config.watch_interval.as_nanos() {
+            return at;
+        }
+        let anchor = self.next_gossip;
+        let (from, later) = if at >= anchor {
+            (at - anchor, true)
+        } else {
+            (anchor - at, false)
+        };
+        let n = (from.as_nanos() + beat / 2) / beat;
+        let Ok(shift) = u64::try_from(n * beat).map(core::time::Duration::from_nanos) else {
+            return at;
+        };
+        let snapped = if later {
+            anchor.checked_add(shift)
+        } else {
+            anchor.checked_sub(shift)
+        };
+        snapped.unwrap_or(at)
     }
 
     fn watch_one(&mut self, now: Instant, j: usize) {
@@ -246,12 +297,21 @@ impl Membership {
             w.incarnation = incarnation;
             w.heard_at(now);
         }
-        // The ping: memberlist's own, alone in its datagram.
-        let seq = self.next_seq();
-        let ping = Message::Ping(self.own_ping(seq, &name)).to_vec(Transport::Packet);
-        self.send_raw(addr, &ping, false);
-        self.stats.watch_pings += 1;
-        self.watch.pending.push_back((seq, name.clone(), now));
+        // The ping: memberlist's own, alone in its datagram; spared for a member before us
+        // while its own pings arrive.
+        let interval = self.config.watch_interval;
+        let pinged_by_it = !w.after_us
+            && w.datagram_at
+                .is_some_and(|t| now.saturating_duration_since(t) < interval + interval / 2);
+        if pinged_by_it {
+            self.stats.watch_pings_spared += 1;
+        } else {
+            let seq = self.next_seq();
+            let ping = Message::Ping(self.own_ping(seq, &name)).to_vec(Transport::Packet);
+            self.send_raw(addr, &ping, false);
+            self.stats.watch_pings += 1;
+            self.watch.pending.push_back((seq, name.clone(), now));
+        }
 
         let w = &self.watch.targets[j];
         let silence = now.saturating_duration_since(w.heard);
