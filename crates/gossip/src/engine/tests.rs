@@ -1095,7 +1095,7 @@ fn neighbours_watch_each_other_and_take_turns_pinging() {
     let window = Duration::from_secs(2);
     net.run_for(window);
     let rounds = (window.as_millis() / config.watch_interval.as_millis()) as u64;
-    for i in 0..6 {
+    for (i, (pings_before, spared_before)) in before.iter().enumerate() {
         let name = format!("node-{i}");
         let mut watchers = watchers_of(&net, &name);
         let mut watched: Vec<usize> = net.nodes[i]
@@ -1107,8 +1107,8 @@ fn neighbours_watch_each_other_and_take_turns_pinging() {
         assert_eq!(watchers, watched, "{name} watches its watchers");
         let s = net.nodes[i].stats();
         let (pings, spared) = (
-            s.watch_pings - before[i].0,
-            s.watch_pings_spared - before[i].1,
+            s.watch_pings - pings_before,
+            s.watch_pings_spared - spared_before,
         );
         assert_eq!(
             pings + spared,
