@@ -6,6 +6,9 @@ every CLIENT_MS milliseconds (0: no client). After the cluster has settled, ever
 threads are sampled from /proc for DURATION seconds: CPU (user + system) and context switches
 (voluntary: it slept and was woken; involuntary: preempted), per second, by thread name. The
 owner of the VIP is shown apart, since the watch and the client's questions land on it.
+Then the owner is sampled every 100 ms (the CFS bandwidth period the soak's quota is counted
+in) for the same time: how much CPU each 100 ms took, all threads together and the thread that
+took most, as a distribution, and how many periods went over 2 ms (the soak's hardest quota).
 
     sudo python3 bench/soak/cpu.py target/release
     sudo LOSS_PERCENT=5 CLIENT_MS=10 DURATION=60 python3 bench/soak/cpu.py target/release
@@ -22,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import lab as L  # noqa: E402
 import soak as S  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
+PERIOD = 0.1
 
 
 def threads(pid):
@@ -31,9 +34,8 @@ def threads(pid):
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
-            stat = open(f"/proc/{pid}/task/{tid}/stat").read()
-            fields = stat[stat.rindex(")") + 2:].split()
-            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            # schedstat's first field: nanoseconds on a CPU (stat's ticks are 10 ms coarse).
+            cpu = int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0]) / 1e9
             status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/task/{tid}/status"))
             vol = int(status["voluntary_ctxt_switches"])
             invol = int(status["nonvoluntary_ctxt_switches"])
@@ -98,6 +100,7 @@ def main():
         elapsed = time.monotonic() - start
         after = {h: threads(p) for h, p in pids.items()}
         sent_after = {h: packets(lab, h) for h in lab.hosts()}
+        periods = per_period(pids[vip_owner], duration)
         if client is not None:
             client.kill()
             client.wait()
@@ -118,8 +121,44 @@ def main():
             rx, tx = (round((a - b) / elapsed) for a, b in zip(sent_after[h], sent_before[h]))
             print(f"{h:6} {'all':16} {total[0]:9.2f} {total[1]:8.1f} {total[2]:12.1f}"
                   f"   gossip datagrams in/out per s: {rx} / {tx}{mark}")
+        print_periods(periods)
     finally:
         lab.close()
+
+
+def per_period(pid, duration):
+    """CPU per 100 ms of the process, [(total ms, {thread: ms})], for `duration` seconds."""
+    out = []
+    last = threads(pid)
+    tick = time.monotonic()
+    for _ in range(int(duration / PERIOD)):
+        tick += PERIOD
+        time.sleep(max(0.0, tick - time.monotonic()))
+        now = threads(pid)
+        used = {n: (now[n][0] - last.get(n, (0.0, 0, 0))[0]) * 1000 for n in now}
+        out.append((sum(used.values()), used))
+        last = now
+    return out
+
+
+def print_periods(periods):
+    totals = sorted(p[0] for p in periods)
+    pick = lambda q: totals[min(len(totals) - 1, int(q * len(totals)))]  # noqa: E731
+    over = [p for p in periods if p[0] > 2.0]
+    print(f"owner, CPU per 100 ms over {len(periods)} periods: p50 {pick(0.5):.2f} ms, "
+          f"p90 {pick(0.9):.2f}, p99 {pick(0.99):.2f}, max {totals[-1]:.2f}; "
+          f"over 2 ms: {len(over)}")
+    heavy = {}
+    for _, used in over:
+        name = max(used, key=used.get)
+        heavy[name] = heavy.get(name, 0) + 1
+    if heavy:
+        print("  the thread that took most in those periods: "
+              + ", ".join(f"{n} {c}" for n, c in sorted(heavy.items(), key=lambda x: -x[1])))
+    for total, used in sorted(over, key=lambda p: -p[0])[:5]:
+        parts = ", ".join(f"{n} {ms:.2f}" for n, ms in sorted(used.items(), key=lambda x: -x[1])
+                          if ms >= 0.05)
+        print(f"  {total:.2f} ms: {parts}")
 
 
 if __name__ == "__main__":
