@@ -375,13 +375,7 @@ def main():
     scenarios = os.environ.get("SCENARIOS", "link,stop,kill,term").split(",")
     results = os.environ.get("RESULTS", "")
     lab = L.Lab(5, bin_dir)
-
-    def on_signal(signum, _frame):
-        lab.close()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    lab.close_on_signals()
     started = time.time()
     try:
         lab.build()

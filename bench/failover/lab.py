@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -130,6 +131,17 @@ class Lab:
             print(f"logs kept in {self.work}")
         else:
             shutil.rmtree(self.work, ignore_errors=True)
+
+    def close_on_signals(self, also=None):
+        """On SIGINT or SIGTERM: remove the lab, run `also` (more clean-up), exit 128 + signal."""
+        def on_signal(signum, _frame):
+            self.close()
+            if also is not None:
+                also()
+            sys.exit(128 + signum)
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
 
     # -- processes --------------------------------------------------------------------
     def spawn(self, key, host, args, log_name, stdout_name=None, stdin_pipe=False):

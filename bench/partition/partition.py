@@ -466,13 +466,7 @@ def main():
     guards = [{"off": False, "on": True}[g] for g in os.environ.get("GUARD", "off,on").split(",")]
     results_path = os.environ.get("RESULTS", "")
     lab = L.Lab(5, bin_dir, tag="vgpt")
-
-    def on_signal(signum, _frame):
-        lab.close()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    lab.close_on_signals()
     started = time.time()
     results = []
     skipped = []

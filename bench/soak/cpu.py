@@ -17,7 +17,6 @@ Needs nothing else running: the figures are CPU time, which a busy machine infla
 """
 
 import os
-import signal
 import sys
 import time
 
@@ -63,13 +62,7 @@ def main():
     loss = int(os.environ.get("LOSS_PERCENT", "0"))
     client_ms = int(os.environ.get("CLIENT_MS", "0"))
     lab = L.Lab(5, bin_dir, tag="vgcp")
-
-    def on_signal(signum, _frame):
-        lab.close()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    lab.close_on_signals()
     try:
         lab.build()
         for h in lab.hosts():

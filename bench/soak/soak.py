@@ -19,7 +19,6 @@ log events and gossip counters (/metrics), keepalived's state changes (its logs)
 import json
 import os
 import re
-import signal
 import sys
 import time
 
@@ -127,15 +126,7 @@ def main():
     results = os.environ.get("RESULTS", "")
     lab = L.Lab(5, bin_dir, tag="vgsk")
     limits = {}
-
-    def on_signal(signum, _frame):
-        lab.close()
-        for limit in limits.values():
-            limit.remove()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    lab.close_on_signals(also=lambda: [limit.remove() for limit in limits.values()])
     try:
         lab.build()
         log("vigil standalone (fast) on every host")
