@@ -135,12 +135,11 @@ def per_period(pid, duration):
 
 
 def print_periods(periods):
-    totals = sorted(p[0] for p in periods)
-    pick = lambda q: totals[min(len(totals) - 1, int(q * len(totals)))]  # noqa: E731
+    totals = [p[0] for p in periods]
     over = [p for p in periods if p[0] > 2.0]
-    print(f"owner, CPU per 100 ms over {len(periods)} periods: p50 {pick(0.5):.2f} ms, "
-          f"p90 {pick(0.9):.2f}, p99 {pick(0.99):.2f}, max {totals[-1]:.2f}; "
-          f"over 2 ms: {len(over)}")
+    p50, p90, p99 = (L.percentile(totals, q) for q in (50, 90, 99))
+    print(f"owner, CPU per 100 ms over {len(periods)} periods: p50 {p50:.2f} ms, "
+          f"p90 {p90:.2f}, p99 {p99:.2f}, max {max(totals):.2f}; over 2 ms: {len(over)}")
     heavy = {}
     for _, used in over:
         name = max(used, key=used.get)

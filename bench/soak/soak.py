@@ -126,7 +126,12 @@ def main():
     results = os.environ.get("RESULTS", "")
     lab = L.Lab(5, bin_dir, tag="vgsk")
     limits = {}
-    lab.close_on_signals(also=lambda: [limit.remove() for limit in limits.values()])
+
+    def remove_limits():
+        for limit in limits.values():
+            limit.remove()
+
+    lab.close_on_signals(also=remove_limits)
     try:
         lab.build()
         log("vigil standalone (fast) on every host")
