@@ -148,10 +148,13 @@ impl Handle {
 
     /// A snapshot of the counters, as of the driver's last wake-up.
     pub fn stats(&self) -> DriverStats {
-        self.stats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.with_stats(DriverStats::clone)
+    }
+
+    /// Reads the counters in place: a snapshot copies the per-VIP counters of every VIP
+    /// ever announced here, which a caller asking about a few VIPs need not pay for.
+    pub fn with_stats<T>(&self, read: impl FnOnce(&DriverStats) -> T) -> T {
+        read(&self.stats.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -535,6 +538,10 @@ impl Driver {
     }
 
     fn flush(&mut self) {
+        // Per-VIP counters go straight into the shared stats (under one lock per flush): the
+        // map holds every VIP ever announced here, so copying it whole after each frame, as
+        // the other counters are, cost O(VIPs) per turn.
+        let mut shared = None;
         while let Some(transmit) = self.announcer.poll_transmit() {
             let sent = self
                 .responders
@@ -544,7 +551,12 @@ impl Driver {
             if !ok {
                 self.stats.send_errors += 1;
             }
-            let vip = self.stats.per_vip.entry(transmit.vip).or_default();
+            let shared = shared.get_or_insert_with(|| {
+                self.shared_stats
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+            });
+            let vip = shared.per_vip.entry(transmit.vip).or_default();
             match transmit.kind {
                 TransmitKind::ArpReply | TransmitKind::NeighborAdvert => {
                     vip.requests_received += 1;
@@ -579,8 +591,11 @@ impl Driver {
             .shared_stats
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // `self.stats.per_vip` stays empty: `flush` counts into the shared map.
+        let per_vip = std::mem::take(&mut shared.per_vip);
         if *shared != self.stats {
             shared.clone_from(&self.stats);
         }
+        shared.per_vip = per_vip;
     }
 }

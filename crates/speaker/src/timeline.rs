@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 use tracing::info;
 use vigil_gossip_net::Event;
-use vigil_l2_net::Handle;
+use vigil_l2_net::{DriverStats, Handle};
 
 /// How often the announcer's counters are read while a taken VIP waits for its first frame.
 pub(crate) const WATCH_INTERVAL: Duration = Duration::from_millis(2);
@@ -61,12 +61,13 @@ impl AnnounceWatch {
         if waiting.iter().all(|vip| self.baseline.contains_key(vip)) {
             return;
         }
-        let stats = l2.stats();
-        for vip in waiting {
-            self.baseline
-                .entry(vip)
-                .or_insert_with(|| stats.per_vip.get(&vip).map_or(0, |c| c.gratuitous_sent));
-        }
+        l2.with_stats(|stats| {
+            for vip in waiting {
+                self.baseline
+                    .entry(vip)
+                    .or_insert_with(|| gratuitous_sent(stats, vip));
+            }
+        });
     }
 
     /// When to look again, while anything waits.
@@ -84,17 +85,18 @@ impl AnnounceWatch {
         shared: &Mutex<Shared>,
     ) {
         if !self.baseline.is_empty() {
-            let stats = l2.stats();
             let at = now();
-            self.baseline.retain(|vip, before| {
-                let sent = stats.per_vip.get(vip).map_or(0, |c| c.gratuitous_sent);
-                if sent > *before {
-                    core.handle_first_announce(at, *vip);
-                    false
-                } else {
-                    true
-                }
+            let announced: Vec<IpAddr> = l2.with_stats(|stats| {
+                self.baseline
+                    .iter()
+                    .filter(|(vip, before)| gratuitous_sent(stats, **vip) > **before)
+                    .map(|(vip, _)| *vip)
+                    .collect()
             });
+            for vip in announced {
+                self.baseline.remove(&vip);
+                core.handle_first_announce(at, vip);
+            }
             core.handle_announce_timeout(at);
         }
         let mut reported = Vec::new();
@@ -110,6 +112,11 @@ impl AnnounceWatch {
             }
         }
     }
+}
+
+/// Gratuitous frames sent about `vip` so far.
+fn gratuitous_sent(stats: &DriverStats, vip: IpAddr) -> u64 {
+    stats.per_vip.get(&vip).map_or(0, |c| c.gratuitous_sent)
 }
 
 /// The one log line per ownership change: every stage as milliseconds after the first.

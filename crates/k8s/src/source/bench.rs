@@ -6,7 +6,7 @@
 use super::dirty::Bell;
 use super::keyed::Builder;
 use super::slim::Slim;
-use super::watch::{ConfigMarker, Marker, NodeMarker, ServiceMarker, SliceMarker};
+use super::watch::{ConfigMarker, Marker, NodeMarker, PeerMarker, ServiceMarker, SliceMarker};
 use super::{Shared, Stores, desired_state};
 use crate::crd::{IPAddressPool, L2Advertisement};
 use crate::translate::{Cluster, Options, node_map, peers, slice_service, translate_service};
@@ -67,12 +67,12 @@ impl KeyedBench {
         let (nodes_r, mut nodes_w) = reflector::store();
         let (pods_r, mut pods_w) = reflector::store();
         let mut node_marker = NodeMarker::default();
-        fill(&mut pools_w, pools, &mut ConfigMarker, &bell);
-        fill(&mut ads_w, ads, &mut ConfigMarker, &bell);
+        fill(&mut pools_w, pools, &mut ConfigMarker::default(), &bell);
+        fill(&mut ads_w, ads, &mut ConfigMarker::default(), &bell);
         fill(&mut services_w, services, &mut ServiceMarker, &bell);
         fill(&mut slices_w, slices, &mut SliceMarker, &bell);
         fill(&mut nodes_w, nodes, &mut node_marker, &bell);
-        fill(&mut pods_w, pods, &mut ConfigMarker, &bell);
+        fill(&mut pods_w, pods, &mut PeerMarker, &bell);
         let mut builder = Builder {
             stores: Stores {
                 pools: pools_r,

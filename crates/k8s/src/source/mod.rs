@@ -195,12 +195,12 @@ pub async fn start(
         pools: watch.reflect(
             Api::namespaced(client.clone(), ns),
             all.clone(),
-            watch::ConfigMarker,
+            watch::ConfigMarker::default(),
         ),
         ads: watch.reflect(
             Api::namespaced(client.clone(), ns),
             all.clone(),
-            watch::ConfigMarker,
+            watch::ConfigMarker::default(),
         ),
         services: watch.reflect(Api::all(client.clone()), all.clone(), watch::ServiceMarker),
         slices: watch.reflect(Api::all(client.clone()), all.clone(), watch::SliceMarker),

@@ -15,7 +15,8 @@
 //!   `InternalIP`s) and the `NetworkUnavailable` condition.
 //! - Pod: the metadata but annotations (labels for `--ml-labels`, owner references for the
 //!   statuses' owner), `spec.nodeName`, `spec.hostNetwork` and `status.podIP`.
-//! - Pools and advertisements: everything but `managedFields` (few, and all read).
+//! - Pools and advertisements: everything but `managedFields` and a pool's status (the
+//!   controller's counts).
 
 use crate::crd::{IPAddressPool, L2Advertisement};
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodSpec, PodStatus, Service, ServiceSpec};
@@ -134,6 +135,8 @@ impl Slim for Pod {
 impl Slim for IPAddressPool {
     fn slim(&mut self) {
         slim_meta(&mut self.metadata);
+        // The controller's counts; the speaker reads none of them.
+        self.status = None;
     }
 }
 

@@ -7,13 +7,15 @@
 //! - A Node event marks the Nodes only when something the translation reads changed
 //!   ([`NodeFacts`]: labels, the `NetworkUnavailable` condition, `InternalIP`s); kubelet
 //!   heartbeats, images and `managedFields` change none of these.
-//! - IPAddressPools and L2Advertisements mark the configuration; speaker Pods the peers
+//! - IPAddressPools and L2Advertisements mark the configuration when their labels or spec
+//!   changed (not their status: the controller's counts); speaker Pods the peers
 //!   (watched, or listed every 10 s where the role may only list them).
 //! - A relist (a watch restarted: `InitDone`) marks `relisted`: everything is translated
 //!   again and then checked against a whole translation.
 
 use super::dirty::{Bell, Dirty, SliceMove};
 use super::slim::Slim;
+use crate::crd::{IPAddressPool, IPAddressPoolSpec, L2Advertisement, L2AdvertisementSpec};
 use crate::translate::{network_unavailable, service_id, slice_service};
 use futures_util::StreamExt;
 use k8s_openapi::api::authorization::v1::{
@@ -107,16 +109,80 @@ pub(super) fn slice_key(slice: &EndpointSlice) -> String {
     )
 }
 
-/// Pools and advertisements: the configuration.
-pub(super) struct ConfigMarker;
+/// What the configuration's parse reads of a pool or an advertisement: its labels (the
+/// advertisements' pool selectors) and its spec. The name is the key. Not the status: the
+/// controller rewrites a pool's `assignedIPv4` / `availableIPv4` counts with every IP it
+/// allocates, and each of those writes reaching every speaker as a new configuration
+/// re-parsed it (every Node and pool cloned) once per Service during a sync.
+pub(super) trait ConfigInput {
+    type Facts: PartialEq + Send + 'static;
+    fn facts(&self) -> Self::Facts;
+}
 
-impl<K> Marker<K> for ConfigMarker {
+impl ConfigInput for IPAddressPool {
+    type Facts = (Option<BTreeMap<String, String>>, IPAddressPoolSpec);
+    fn facts(&self) -> Self::Facts {
+        (self.metadata.labels.clone(), self.spec.clone())
+    }
+}
+
+impl ConfigInput for L2Advertisement {
+    type Facts = (Option<BTreeMap<String, String>>, L2AdvertisementSpec);
+    fn facts(&self) -> Self::Facts {
+        (self.metadata.labels.clone(), self.spec.clone())
+    }
+}
+
+/// Pools and advertisements: the configuration, when what its parse reads changed
+/// ([`ConfigInput`]), an object came or went, or the watch relisted.
+pub(super) struct ConfigMarker<K: ConfigInput> {
+    facts: HashMap<String, K::Facts>,
+}
+
+impl<K: ConfigInput> Default for ConfigMarker<K> {
+    fn default() -> Self {
+        Self {
+            facts: HashMap::new(),
+        }
+    }
+}
+
+impl<K: ConfigInput + Resource + Send + 'static> Marker<K> for ConfigMarker<K> {
     fn mark(&mut self, event: &watcher::Event<K>, dirty: &mut Dirty) {
+        let name = |o: &K| o.meta().name.clone().unwrap_or_default();
         match event {
-            watcher::Event::Apply(_) | watcher::Event::Delete(_) => dirty.config = true,
+            watcher::Event::Apply(o) => {
+                let facts = o.facts();
+                if self.facts.get(&name(o)) != Some(&facts) {
+                    self.facts.insert(name(o), facts);
+                    dirty.config = true;
+                }
+            }
+            watcher::Event::Delete(o) => {
+                self.facts.remove(&name(o));
+                dirty.config = true;
+            }
+            watcher::Event::Init => self.facts.clear(),
+            watcher::Event::InitApply(o) => {
+                self.facts.insert(name(o), o.facts());
+            }
             watcher::Event::InitDone => {
                 dirty.config = true;
                 dirty.relisted = true;
+            }
+        }
+    }
+}
+
+/// Speaker Pods in the synthetic stores of [`super::KeyedBench`]: the peers (the speaker's
+/// own Pod watch marks them the same way).
+pub(super) struct PeerMarker;
+
+impl<K> Marker<K> for PeerMarker {
+    fn mark(&mut self, event: &watcher::Event<K>, dirty: &mut Dirty) {
+        match event {
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone => {
+                dirty.peers = true;
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => {}
         }
@@ -376,5 +442,69 @@ where
                 "list failed; the last one stays"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pool(labels: serde_json::Value, addresses: &str, assigned: i64) -> IPAddressPool {
+        let mut pool: IPAddressPool = serde_json::from_value(json!({
+            "metadata": {"name": "lab", "namespace": "metallb-system", "labels": labels,
+                "resourceVersion": assigned.to_string(),
+                "managedFields": [{"manager": "controller", "operation": "Update"}]},
+            "spec": {"addresses": [addresses]},
+            "status": {"assignedIPv4": assigned, "availableIPv4": 256 - assigned}
+        }))
+        .unwrap();
+        pool.slim();
+        pool
+    }
+
+    fn marks(
+        marker: &mut ConfigMarker<IPAddressPool>,
+        event: watcher::Event<IPAddressPool>,
+    ) -> bool {
+        let mut dirty = Dirty::default();
+        marker.mark(&event, &mut dirty);
+        dirty.config
+    }
+
+    #[test]
+    fn a_pool_marks_the_configuration_only_when_its_labels_or_spec_change() {
+        let mut marker = ConfigMarker::default();
+        let labels = json!({"zone": "a"});
+        marker.mark(&watcher::Event::Init, &mut Dirty::default());
+        marker.mark(
+            &watcher::Event::InitApply(pool(labels.clone(), "198.18.0.0/24", 0)),
+            &mut Dirty::default(),
+        );
+        assert!(marks(&mut marker, watcher::Event::InitDone));
+        // The controller's counts, one write per allocated IP: not the configuration.
+        for assigned in 1..5 {
+            let p = pool(labels.clone(), "198.18.0.0/24", assigned);
+            assert!(!marks(&mut marker, watcher::Event::Apply(p)));
+        }
+        let relabelled = pool(json!({"zone": "b"}), "198.18.0.0/24", 5);
+        assert!(marks(
+            &mut marker,
+            watcher::Event::Apply(relabelled.clone())
+        ));
+        assert!(!marks(&mut marker, watcher::Event::Apply(relabelled)));
+        let respecced = pool(json!({"zone": "b"}), "198.18.1.0/24", 5);
+        assert!(marks(&mut marker, watcher::Event::Apply(respecced.clone())));
+        assert!(marks(
+            &mut marker,
+            watcher::Event::Delete(respecced.clone())
+        ));
+        // Back after its deletion: a new pool, whatever its content.
+        assert!(marks(&mut marker, watcher::Event::Apply(respecced)));
+    }
+
+    #[test]
+    fn the_speaker_keeps_no_pool_status() {
+        assert_eq!(pool(json!({}), "198.18.0.0/24", 7).status, None);
     }
 }
