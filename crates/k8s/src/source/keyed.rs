@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -389,10 +389,13 @@ impl Builder {
     }
 
     /// Every Service translated whole, its slices found by scanning every slice (not
-    /// through the keyed index): what the keyed state must equal.
-    pub(crate) fn whole(&self) -> BTreeMap<String, ServiceSpec> {
+    /// through the keyed index): what the keyed state must equal. Each spec goes to `visit`
+    /// as it is made and is dropped after: a map of them all held every Service's candidate
+    /// set once more, unshared (at 5,000 Services and 100 Nodes, 21 MB at each check, a
+    /// peak that stayed in the speaker's RSS).
+    pub(crate) fn whole(&self, mut visit: impl FnMut(ServiceSpec)) {
         let Some(config) = self.tracker.config() else {
-            return BTreeMap::new();
+            return;
         };
         let node_list = self.stores.nodes.state();
         let nodes = node_map(node_list.iter().map(AsRef::as_ref));
@@ -403,7 +406,6 @@ impl Builder {
                 by_service.entry(key).or_default().push(slice);
             }
         }
-        let mut out = BTreeMap::new();
         for svc in self.stores.services.state() {
             let key = (
                 svc.metadata.namespace.as_deref().unwrap_or_default(),
@@ -411,10 +413,9 @@ impl Builder {
             );
             let mine = by_service.get(&key).map_or(&[][..], Vec::as_slice);
             if let Ok(a) = translate_service(config, &svc, mine, &nodes, &self.options) {
-                out.insert(a.id.clone(), service_spec(&a));
+                visit(service_spec(&a));
             }
         }
-        out
     }
 
     /// Compares the keyed state with a whole translation. Services marked since (their
@@ -427,7 +428,17 @@ impl Builder {
             let more = self.apply(pending);
             merge(changes, more);
         }
-        let whole = self.whole();
+        // Only what differs is kept: `Some` a spec the keyed state lacks or holds otherwise,
+        // `None` (below) a Service the keyed state holds and the translation does not.
+        let mut translated: HashSet<String> = HashSet::new();
+        let mut differ: BTreeMap<String, Option<ServiceSpec>> = BTreeMap::new();
+        self.whole(|spec| {
+            translated.insert(spec.id.clone());
+            if !self.sent.is(&spec) {
+                differ.insert(spec.id.clone(), Some(spec));
+            }
+        });
+        // Read after the translation: a Service marked while it ran is on its way.
         let (skip_all, marked) = self.bell.peek(|d| {
             let mut marked = d.services.clone();
             for m in &d.slices {
@@ -439,36 +450,30 @@ impl Builder {
         if skip_all {
             return None;
         }
-        let mut differ: BTreeSet<String> = BTreeSet::new();
-        for (id, spec) in &whole {
-            if !self.sent.is(spec) {
-                differ.insert(id.clone());
-            }
-        }
         for id in self.sent.ids() {
-            if !whole.contains_key(id) {
-                differ.insert(id.clone());
+            if !translated.contains(id) {
+                differ.insert(id.clone(), None);
             }
         }
-        differ.retain(|id| !marked.contains(id));
+        differ.retain(|id, _| !marked.contains(id));
         let n = differ.len() as u64;
         self.counters.count_keyed_check(n);
         if n == 0 {
             info!(
                 event = "keyed_state_checked",
-                services = whole.len(),
+                services = translated.len(),
                 differences = 0,
                 "keyed state equals a whole translation"
             );
             return Some(0);
         }
-        warn!(event = "keyed_state_differs", services = whole.len(), differences = n, first = ?differ.iter().take(5).collect::<Vec<_>>(), "keyed state differs from a whole translation; repaired from it");
-        for id in differ {
-            match whole.get(&id) {
+        warn!(event = "keyed_state_differs", services = translated.len(), differences = n, first = ?differ.keys().take(5).collect::<Vec<_>>(), "keyed state differs from a whole translation; repaired from it");
+        for (id, spec) in differ {
+            match spec {
                 Some(spec) => {
                     changes.removes.retain(|r| *r != id);
                     changes.upserts.retain(|u| u.id != id);
-                    changes.upserts.push(self.sent.insert(spec.clone()));
+                    changes.upserts.push(self.sent.insert(spec));
                 }
                 None => {
                     self.sent.remove(&id);
