@@ -238,22 +238,23 @@ impl Membership {
     }
 
     pub(super) fn start_probe(&mut self, now: Instant) {
-        let target = loop {
+        let (target, urgent) = loop {
             match self.urgent_probes.pop_front() {
                 Some(name) => {
                     if let Some(i) = self.members.find(&name)
                         && i != 0
                         && !self.members.list[i].state.is_gone()
                     {
-                        break Some(i);
+                        break (Some(i), true);
                     }
                 }
                 None => {
-                    break self.members.next_probe_target(
+                    let next = self.members.next_probe_target(
                         now,
                         self.config.gossip_to_the_dead_time,
                         &mut self.rng,
                     );
+                    break (next, false);
                 }
             }
         };
@@ -261,6 +262,15 @@ impl Membership {
             self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
             return;
         };
+        // A round-robin turn of a member the watch heard from within the interval is spared:
+        // the watch's pings already show it alive, and a probe would cost a wake-up at each
+        // end. Its turn passes as if probed (the order and every other member's cadence are
+        // unchanged); a silent watched member, or one asked for urgently, is probed.
+        if !urgent && self.watch_vouches(now, &self.members.list[i].name) {
+            self.stats.probes_spared += 1;
+            self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+            return;
+        }
         self.stats.probes += 1;
         let seq = self.next_seq();
         let target = &self.members.list[i];

@@ -1132,6 +1132,39 @@ fn neighbours_watch_each_other_and_take_turns_pinging() {
     }
 }
 
+/// SWIM's round-robin probes skip the members the watch hears from (their turns pass
+/// unprobed), and still reach every other member at the probe cadence: in a 5-node cluster
+/// each node watches 2 of the 4 others, so about half the rounds are spared.
+#[test]
+fn probes_spare_the_members_the_watch_hears_from() {
+    let config = Config::fast();
+    let mut net = Net::joined(5, config.clone(), 46);
+    net.run_for(Duration::from_millis(300));
+    let before: Vec<(u64, u64)> = (0..5)
+        .map(|i| {
+            let s = net.nodes[i].stats();
+            (s.probes, s.probes_spared)
+        })
+        .collect();
+    let window = Duration::from_secs(4);
+    net.run_for(window);
+    let rounds = (window.as_millis() / config.probe_interval.as_millis()) as u64;
+    for (i, (probes_before, spared_before)) in before.iter().enumerate() {
+        let s = net.nodes[i].stats();
+        let (probes, spared) = (s.probes - probes_before, s.probes_spared - spared_before);
+        assert!(
+            (probes + spared).abs_diff(rounds) <= 1,
+            "node-{i}: {probes} probes and {spared} spared in {rounds} rounds"
+        );
+        // Two of every four turns are watched members' (a reshuffle may bunch them).
+        assert!(
+            spared * 10 >= rounds * 4 && probes * 10 >= rounds * 4,
+            "node-{i}: {probes} probes and {spared} spared in {rounds} rounds"
+        );
+        assert_eq!(s.probes_failed, 0, "node-{i}");
+    }
+}
+
 /// A watched member that only its watcher cannot reach is alive to the helpers: they relay
 /// its acks, so the watcher neither suspects nor kills it.
 #[test]

@@ -242,6 +242,9 @@ pub struct Stats {
     pub ignored: u64,
     /// Probes started.
     pub probes: u64,
+    /// Probe rounds whose target the watch vouched for (watched, and heard from within a
+    /// probe interval), so no probe was sent.
+    pub probes_spared: u64,
     /// Probes that ended in a suspicion.
     pub probes_failed: u64,
     /// Suspicions we raised.

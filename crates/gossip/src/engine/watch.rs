@@ -160,6 +160,16 @@ impl Membership {
         }
     }
 
+    /// Whether the watch vouches for member `name` now: watched, and heard from within a
+    /// probe interval (see `start_probe`).
+    pub(super) fn watch_vouches(&self, now: Instant, name: &str) -> bool {
+        let within = self.config.probe_interval;
+        self.watch
+            .targets
+            .iter()
+            .any(|w| &*w.name == name && now.saturating_duration_since(w.heard) < within)
+    }
+
     /// A sign of life of member `name` (a probe of ours it acked).
     pub(super) fn watch_heard_member(&mut self, now: Instant, name: &str) {
         if let Some(w) = self.watch.targets.iter_mut().find(|w| &*w.name == name) {
