@@ -96,6 +96,7 @@ impl KeyedBench {
             seeds: Vec::new(),
             majority_guard: false,
             expected_members: None,
+            refused: false,
         };
         let initial = builder.initial();
         let bench = Self {

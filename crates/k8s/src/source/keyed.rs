@@ -35,6 +35,13 @@ const CHECK_SPACING: Duration = Duration::from_secs(10);
 const CHECK_COST_RATIO: u32 = 100;
 /// A check runs at least this often, changes or not.
 const CHECK_PERIOD: Duration = Duration::from_secs(300);
+/// A refused configuration (it would orphan IPs this node announces) is tried again after
+/// this, then after twice as long each time it is refused again, up to [`REFUSED_RETRY_MAX`]:
+/// MetalLB's reconciler requeues it with backoff too. Nothing else would try it again once
+/// the Services holding those IPs are gone: a Service's events do not re-parse the
+/// configuration.
+const REFUSED_RETRY_FIRST: Duration = Duration::from_millis(200);
+const REFUSED_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Builds the speaker's desired state from the stores, keyed by Service.
 pub(crate) struct Builder {
@@ -59,6 +66,36 @@ pub(crate) struct Builder {
     pub(crate) majority_guard: bool,
     /// The expected members in force (`None` without the guard).
     pub(crate) expected_members: Option<usize>,
+    /// Whether the last configuration parsed was refused (see [`REFUSED_RETRY_FIRST`]).
+    pub(crate) refused: bool,
+}
+
+/// When to try a refused configuration again: not at all once it is no longer refused; the
+/// first wait after a refusal; twice the last wait (up to the most) after a retry refused
+/// again; otherwise the try already planned (a refusal meanwhile does not push it back).
+fn next_retry(
+    refused: bool,
+    planned: Option<(Instant, Duration)>,
+    retried: bool,
+    now: Instant,
+) -> Option<(Instant, Duration)> {
+    match (refused, planned) {
+        (false, _) => None,
+        (true, None) => Some((now + REFUSED_RETRY_FIRST, REFUSED_RETRY_FIRST)),
+        (true, Some((_, wait))) if retried => {
+            let wait = (wait * 2).min(REFUSED_RETRY_MAX);
+            Some((now + wait, wait))
+        }
+        (true, pending) => pending,
+    }
+}
+
+/// Sleeps until `at`, or forever when there is none.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// `namespace/name` into an [`ObjectRef`].
@@ -96,15 +133,24 @@ impl Builder {
         let mut last_check = Instant::now();
         let mut check_spacing = CHECK_SPACING;
         let mut unchecked = false;
+        // The next try of a refused configuration, and the wait before the one after it.
+        let mut retry: Option<(Instant, Duration)> = None;
         loop {
             let settle_at =
                 unchecked.then(|| (Instant::now() + SETTLE).max(last_check + check_spacing));
             let periodic = last_check + CHECK_PERIOD;
             let check_at = settle_at.map_or(periodic, |s| s.min(periodic));
+            let retry_at = retry.map(|(at, _)| at);
             let check = tokio::select! {
                 () = self.bell.rung() => false,
                 () = tokio::time::sleep_until(check_at) => true,
+                () = sleep_until_some(retry_at) => false,
             };
+            let retried = retry_at.is_some_and(|at| at <= Instant::now());
+            if retried {
+                // Whichever woke us: the refused configuration is parsed again now.
+                self.bell.mark(|dirty| dirty.config = true);
+            }
             let mut changes = ServiceChanges::default();
             if check {
                 let started = Instant::now();
@@ -126,6 +172,7 @@ impl Builder {
                     unchecked = false;
                 }
             }
+            retry = next_retry(self.refused, retry, retried, Instant::now());
             self.write_state().await;
             let expected = self.compute_expected_members();
             if changes.is_empty() && expected == self.expected_members {
@@ -251,7 +298,9 @@ impl Builder {
             .collect();
         let parsed = Config::parse(&pools, &ads, &nodes);
         let announced = self.shared.lock().announced.clone();
-        let applied = match self.tracker.reconcile(parsed, &announced) {
+        let reload = self.tracker.reconcile(parsed, &announced);
+        self.refused = matches!(reload, Reload::Refused(_));
+        let applied = match reload {
             Reload::Applied => {
                 info!(event = "config_applied", "MetalLB configuration applied");
                 true
@@ -542,5 +591,31 @@ fn merge(into: &mut ServiceChanges, later: ServiceChanges) {
     }
     if later.seeds.is_some() {
         into.seeds = later.seeds;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_configuration_is_tried_again_with_backoff_until_it_is_not_refused() {
+        let t0 = Instant::now();
+        let first = next_retry(true, None, false, t0).expect("planned");
+        assert_eq!(first, (t0 + REFUSED_RETRY_FIRST, REFUSED_RETRY_FIRST));
+        // Refused again by some other change before the try: the plan stands.
+        assert_eq!(next_retry(true, Some(first), false, t0), Some(first));
+        // Each try refused again waits twice as long, up to the most.
+        let mut planned = first;
+        let mut waits = Vec::new();
+        for _ in 0..12 {
+            planned = next_retry(true, Some(planned), true, planned.0).expect("planned");
+            waits.push(planned.1);
+        }
+        assert_eq!(waits[0], REFUSED_RETRY_FIRST * 2);
+        assert!(waits.windows(2).all(|w| w[1] >= w[0]));
+        assert_eq!(*waits.last().unwrap(), REFUSED_RETRY_MAX);
+        // Accepted (or replaced by a configuration that is not refused): no more tries.
+        assert_eq!(next_retry(false, Some(planned), true, planned.0), None);
     }
 }

@@ -13,7 +13,9 @@
 //!   changes settle and every few minutes (`vigil_k8s_keyed_state_differences_total`, and
 //!   a repair when it differs).
 //! - The configuration goes through [`ConfigTracker`]: an invalid or refused one is logged
-//!   and counted, and the last good one stays in force, as in MetalLB.
+//!   and counted, and the last good one stays in force, as in MetalLB. A refused one (it
+//!   would orphan IPs this node announces) is tried again with backoff, 200 ms doubling to
+//!   60 s, as MetalLB's reconciler requeues it: it may pass once those Services are gone.
 //! - When the API server is down, the stores keep what they had (the watchers retry with
 //!   kube's default backoff and relist after `410 Gone`), so the state in force stays and
 //!   gossip failover goes on without the API.
@@ -227,6 +229,7 @@ pub async fn start(
         seeds: Vec::new(),
         majority_guard: settings.majority_guard,
         expected_members: None,
+        refused: false,
     };
     let initial = builder.initial();
     builder.write_state().await;
