@@ -538,10 +538,11 @@ impl Driver {
     }
 
     fn flush(&mut self) {
-        // Per-VIP counters go straight into the shared stats (under one lock per flush): the
-        // map holds every VIP ever announced here, so copying it whole after each frame, as
-        // the other counters are, cost O(VIPs) per turn.
-        let mut shared = None;
+        // Per-VIP counters go straight into the shared stats, once per flush and after the
+        // sends (a `/metrics` scrape does not wait behind a burst): the map holds every VIP
+        // ever announced here, so copying it whole after each frame, as the other counters
+        // are, cost O(VIPs) per turn.
+        let mut counted: Vec<(IpAddr, TransmitKind, bool)> = Vec::new();
         while let Some(transmit) = self.announcer.poll_transmit() {
             let sent = self
                 .responders
@@ -551,13 +552,18 @@ impl Driver {
             if !ok {
                 self.stats.send_errors += 1;
             }
-            let shared = shared.get_or_insert_with(|| {
-                self.shared_stats
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-            });
-            let vip = shared.per_vip.entry(transmit.vip).or_default();
-            match transmit.kind {
+            counted.push((transmit.vip, transmit.kind, ok));
+        }
+        if counted.is_empty() {
+            return;
+        }
+        let mut shared = self
+            .shared_stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (vip, kind, ok) in counted {
+            let vip = shared.per_vip.entry(vip).or_default();
+            match kind {
                 TransmitKind::ArpReply | TransmitKind::NeighborAdvert => {
                     vip.requests_received += 1;
                     vip.responses_sent += u64::from(ok);

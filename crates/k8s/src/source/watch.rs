@@ -109,37 +109,47 @@ pub(super) fn slice_key(slice: &EndpointSlice) -> String {
     )
 }
 
-/// What the configuration's parse reads of a pool or an advertisement: its labels (the
-/// advertisements' pool selectors) and its spec. The name is the key. Not the status: the
+/// What the speaker reads of an object, compared per name so that only a change of it marks
+/// anything: of a Node its [`NodeFacts`]; of a pool or an advertisement what the
+/// configuration's parse reads, its labels (the advertisements' pool selectors) and its
+/// spec. Not a pool's status: the
 /// controller rewrites a pool's `assignedIPv4` / `availableIPv4` counts with every IP it
 /// allocates, and each of those writes reaching every speaker as a new configuration
 /// re-parsed it (every Node and pool cloned) once per Service during a sync.
-pub(super) trait ConfigInput {
+pub(super) trait MarkedFacts {
     type Facts: PartialEq + Send + 'static;
     fn facts(&self) -> Self::Facts;
+    /// Marks what a change of these facts touches.
+    fn mark(dirty: &mut Dirty);
 }
 
-impl ConfigInput for IPAddressPool {
+impl MarkedFacts for IPAddressPool {
     type Facts = (Option<BTreeMap<String, String>>, IPAddressPoolSpec);
     fn facts(&self) -> Self::Facts {
         (self.metadata.labels.clone(), self.spec.clone())
     }
+    fn mark(dirty: &mut Dirty) {
+        dirty.config = true;
+    }
 }
 
-impl ConfigInput for L2Advertisement {
+impl MarkedFacts for L2Advertisement {
     type Facts = (Option<BTreeMap<String, String>>, L2AdvertisementSpec);
     fn facts(&self) -> Self::Facts {
         (self.metadata.labels.clone(), self.spec.clone())
     }
+    fn mark(dirty: &mut Dirty) {
+        dirty.config = true;
+    }
 }
 
-/// Pools and advertisements: the configuration, when what its parse reads changed
-/// ([`ConfigInput`]), an object came or went, or the watch relisted.
-pub(super) struct ConfigMarker<K: ConfigInput> {
+/// Pools, advertisements and Nodes: what their facts touch ([`MarkedFacts::mark`]), when
+/// the facts changed, an object came or went, or the watch relisted.
+pub(super) struct FactsMarker<K: MarkedFacts> {
     facts: HashMap<String, K::Facts>,
 }
 
-impl<K: ConfigInput> Default for ConfigMarker<K> {
+impl<K: MarkedFacts> Default for FactsMarker<K> {
     fn default() -> Self {
         Self {
             facts: HashMap::new(),
@@ -147,7 +157,7 @@ impl<K: ConfigInput> Default for ConfigMarker<K> {
     }
 }
 
-impl<K: ConfigInput + Resource + Send + 'static> Marker<K> for ConfigMarker<K> {
+impl<K: MarkedFacts + Resource + Send + 'static> Marker<K> for FactsMarker<K> {
     fn mark(&mut self, event: &watcher::Event<K>, dirty: &mut Dirty) {
         let name = |o: &K| o.meta().name.clone().unwrap_or_default();
         match event {
@@ -155,19 +165,19 @@ impl<K: ConfigInput + Resource + Send + 'static> Marker<K> for ConfigMarker<K> {
                 let facts = o.facts();
                 if self.facts.get(&name(o)) != Some(&facts) {
                     self.facts.insert(name(o), facts);
-                    dirty.config = true;
+                    K::mark(dirty);
                 }
             }
             watcher::Event::Delete(o) => {
                 self.facts.remove(&name(o));
-                dirty.config = true;
+                K::mark(dirty);
             }
             watcher::Event::Init => self.facts.clear(),
             watcher::Event::InitApply(o) => {
                 self.facts.insert(name(o), o.facts());
             }
             watcher::Event::InitDone => {
-                dirty.config = true;
+                K::mark(dirty);
                 dirty.relisted = true;
             }
         }
@@ -217,36 +227,19 @@ impl NodeFacts {
 }
 
 /// Nodes: only a change in [`NodeFacts`], a new Node or a deleted one.
-#[derive(Default)]
-pub(super) struct NodeMarker {
-    facts: HashMap<String, NodeFacts>,
-}
-
-impl Marker<Node> for NodeMarker {
-    fn mark(&mut self, event: &watcher::Event<Node>, dirty: &mut Dirty) {
-        let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
-        match event {
-            watcher::Event::Apply(n) => {
-                let facts = NodeFacts::of(n);
-                if self.facts.insert(name(n), facts.clone()).as_ref() != Some(&facts) {
-                    dirty.nodes = true;
-                }
-            }
-            watcher::Event::Delete(n) => {
-                self.facts.remove(&name(n));
-                dirty.nodes = true;
-            }
-            watcher::Event::Init => self.facts.clear(),
-            watcher::Event::InitApply(n) => {
-                self.facts.insert(name(n), NodeFacts::of(n));
-            }
-            watcher::Event::InitDone => {
-                dirty.nodes = true;
-                dirty.relisted = true;
-            }
-        }
+impl MarkedFacts for Node {
+    type Facts = NodeFacts;
+    fn facts(&self) -> Self::Facts {
+        NodeFacts::of(self)
+    }
+    fn mark(dirty: &mut Dirty) {
+        dirty.nodes = true;
     }
 }
+
+pub(super) type NodeMarker = FactsMarker<Node>;
+/// Pools and advertisements: the configuration.
+pub(super) type ConfigMarker<K> = FactsMarker<K>;
 
 impl Watch {
     /// One reflector: a watch with kube's default backoff feeding a store; every event marks
@@ -464,7 +457,7 @@ mod tests {
     }
 
     fn marks(
-        marker: &mut ConfigMarker<IPAddressPool>,
+        marker: &mut FactsMarker<IPAddressPool>,
         event: watcher::Event<IPAddressPool>,
     ) -> bool {
         let mut dirty = Dirty::default();
@@ -474,7 +467,7 @@ mod tests {
 
     #[test]
     fn a_pool_marks_the_configuration_only_when_its_labels_or_spec_change() {
-        let mut marker = ConfigMarker::default();
+        let mut marker = FactsMarker::default();
         let labels = json!({"zone": "a"});
         marker.mark(&watcher::Event::Init, &mut Dirty::default());
         marker.mark(
