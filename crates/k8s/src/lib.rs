@@ -17,6 +17,6 @@ pub mod source;
 
 pub use vigil_metallb::{
     Announceable, Cluster, Config, ConfigError, ConfigTracker, Ignored, Interfaces, Nobody,
-    NodeView, Options, Peer, Reload, addr, config, crd, excludel2, memberlist_file, secret,
+    NodeView, Options, Peer, Reload, addr, cached, config, crd, excludel2, memberlist_file, secret,
     selector, state, status, translate,
 };

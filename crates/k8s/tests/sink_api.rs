@@ -4,12 +4,13 @@
 //! ServiceL2Status with the fewest writes (one create and one status patch each, nothing
 //! repeated while echoes are late), withdrawn ones lose theirs, and another node's stays.
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
+use vigil_k8s::cached::CachedService;
 use vigil_k8s::crd::{LABEL_ANNOUNCE_NODE, ServiceL2Status};
 use vigil_k8s::sink::{K8sSink, Target};
 use vigil_k8s::source::Shared;
@@ -105,7 +106,7 @@ fn statuses_follow_the_wishes_leftovers_go_and_nothing_is_written_twice() {
         let api: Api<ServiceL2Status> = Api::namespaced(client.clone(), METALLB_NAMESPACE);
         let counters = SourceCounters::default();
         // No Service or Pod is known: no Event goes, and the statuses have no owner.
-        let (services, _) = reflector::store::<Service>();
+        let (services, _) = reflector::store::<CachedService>();
         let (pods, _) = reflector::store::<Pod>();
         let target = Target {
             client: client.clone(),

@@ -11,6 +11,8 @@
 //!   messages; [`pools`]: the same pools as the controller's allocator takes them.
 //! - [`state`]: last-good-configuration handling and the ConfigurationState result.
 //! - [`status`]: the ServiceL2Status and ConfigurationState objects a speaker writes.
+//! - [`cached`]: what a speaker caches of each Service and EndpointSlice (deserialized
+//!   straight from the API's JSON).
 //! - [`translate`]: cached objects + configuration → per-Service eligible nodes, interfaces,
 //!   peers.
 //! - [`secret`], [`key_ack`]: the memberlist Secret's forms (key, keyring) and the speakers'
@@ -20,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub use vigil_lb::cidr as addr;
+pub mod cached;
 pub mod config;
 pub mod crd;
 pub mod excludel2;

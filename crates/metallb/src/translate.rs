@@ -14,10 +14,12 @@
 //! label selector or health check of its own (those are already folded into
 //! `eligible_nodes`), so `node_selector` is empty and `health_checked` false.
 
+use crate::cached::{CachedService, CachedSlice};
 use crate::config::{Config, L2Ad};
 use crate::selector::Selector;
-use k8s_openapi::api::core::v1::{Node, Pod, Service, ServiceSpec};
-use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointSlice};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube_core::Resource;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
@@ -176,8 +178,10 @@ pub enum PeerSource {
 /// `kubernetes.io/service-name` label), never by scanning every slice per Service.
 pub fn translate(config: &Config, cluster: &Cluster<'_>, opts: &Options) -> NodeView {
     let nodes = node_map(cluster.nodes);
-    let mut by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
-    for slice in cluster.endpoint_slices {
+    let services: Vec<CachedService> = cluster.services.iter().map(Into::into).collect();
+    let slices: Vec<CachedSlice> = cluster.endpoint_slices.iter().map(Into::into).collect();
+    let mut by_service: HashMap<(&str, &str), Vec<&CachedSlice>> = HashMap::new();
+    for slice in &slices {
         if let Some(key) = slice_service(slice) {
             by_service.entry(key).or_default().push(slice);
         }
@@ -186,9 +190,9 @@ pub fn translate(config: &Config, cluster: &Cluster<'_>, opts: &Options) -> Node
         node: opts.node_name.clone(),
         ..NodeView::default()
     };
-    let mut services: Vec<&Service> = cluster.services.iter().collect();
+    let mut services: Vec<&CachedService> = services.iter().collect();
     // By `namespace/name` as a string, as MetalLB lists them.
-    services.sort_by_cached_key(|s| service_id(s));
+    services.sort_by_cached_key(|s| service_id(*s));
     for svc in services {
         let slices = by_service
             .get(&service_key(svc))
@@ -210,31 +214,26 @@ pub fn node_map<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> BTreeMap<&'a s
         .collect()
 }
 
-/// A Service's `namespace/name`, MetalLB's key and the speaker's service id.
-pub fn service_id(svc: &Service) -> String {
+/// A Service's `namespace/name`, MetalLB's key and the speaker's service id (of a whole
+/// Service or a cached one).
+pub fn service_id(svc: &impl Resource) -> String {
     let (ns, name) = service_key(svc);
     format!("{ns}/{name}")
 }
 
-fn service_key(svc: &Service) -> (&str, &str) {
+fn service_key(svc: &impl Resource) -> (&str, &str) {
     (
-        svc.metadata.namespace.as_deref().unwrap_or_default(),
-        svc.metadata.name.as_deref().unwrap_or_default(),
+        svc.meta().namespace.as_deref().unwrap_or_default(),
+        svc.meta().name.as_deref().unwrap_or_default(),
     )
 }
 
 /// The Service an EndpointSlice belongs to (namespace, `kubernetes.io/service-name`), if
 /// it names one.
-pub fn slice_service(slice: &EndpointSlice) -> Option<(&str, &str)> {
-    let name = slice
-        .metadata
-        .labels
-        .as_ref()?
-        .get(SERVICE_NAME_LABEL)
-        .filter(|n| !n.is_empty())?;
+pub fn slice_service(slice: &CachedSlice) -> Option<(&str, &str)> {
     Some((
         slice.metadata.namespace.as_deref().unwrap_or_default(),
-        name.as_str(),
+        slice.service.as_deref()?,
     ))
 }
 
@@ -243,8 +242,8 @@ pub fn slice_service(slice: &EndpointSlice) -> Option<(&str, &str)> {
 /// The answer is the one [`translate`] gives for it.
 pub fn translate_service(
     config: &Config,
-    svc: &Service,
-    slices: &[&EndpointSlice],
+    svc: &CachedService,
+    slices: &[&CachedSlice],
     nodes: &BTreeMap<&str, &Node>,
     opts: &Options,
 ) -> Result<Announceable, Ignored> {
@@ -255,36 +254,27 @@ pub fn translate_service(
 
 fn handle(
     config: &Config,
-    slices: &[&EndpointSlice],
+    slices: &[&CachedSlice],
     nodes: &BTreeMap<&str, &Node>,
     opts: &Options,
-    svc: &Service,
+    svc: &CachedService,
 ) -> Result<Announceable, Ignored> {
-    let default_spec = ServiceSpec::default();
-    let spec = svc.spec.as_ref().unwrap_or(&default_spec);
     // speaker's ServiceReconciler: filterByLoadBalancerClass.
     let flag = opts.lb_class.as_deref().unwrap_or_default();
-    if spec.load_balancer_class.as_deref().unwrap_or_default() != flag
-        || (spec.load_balancer_class.is_none() && !flag.is_empty())
+    if svc.load_balancer_class.as_deref().unwrap_or_default() != flag
+        || (svc.load_balancer_class.is_none() && !flag.is_empty())
     {
         return Err(Ignored::OtherClass);
     }
-    if spec.type_.as_deref() != Some("LoadBalancer") {
+    if !svc.load_balancer {
         return Err(Ignored::NotLoadBalancer);
     }
-    let ingress = svc
-        .status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_deref())
-        .unwrap_or_default();
-    if ingress.is_empty() {
+    if svc.ingress_ips.is_empty() {
         return Err(Ignored::NoIpAllocated);
     }
     let mut vips = Vec::new();
-    for entry in ingress {
-        let text = entry.ip.as_deref().unwrap_or_default();
-        let ip = crate::addr::parse_ip(text).ok_or_else(|| Ignored::InvalidIp(text.into()))?;
+    for text in &svc.ingress_ips {
+        let ip = crate::addr::parse_ip(text).ok_or_else(|| Ignored::InvalidIp(text.clone()))?;
         vips.push(ip.to_canonical());
     }
     let pool = config.pool_for(&vips).ok_or(Ignored::IpNotAllowed)?;
@@ -331,17 +321,14 @@ fn handle(
         slices
             .iter()
             .flat_map(|s| s.endpoints.iter())
-            .filter(|e| can_serve(e.conditions.as_ref()))
+            .filter(|e| e.can_serve)
     };
     if servable().next().is_none() {
         out.nobody = Some(Nobody::NoServableEndpoint);
         return Ok(out);
     }
     // Step 3: allow-shared-ip is incompatible with serviceSelectors.
-    let shares_ip = svc.metadata.annotations.as_ref().is_some_and(|a| {
-        a.contains_key(ALLOW_SHARED_IP) || a.contains_key(ALLOW_SHARED_IP_DEPRECATED)
-    });
-    if shares_ip && ads.iter().any(|ad| !ad.service_selectors.is_empty()) {
+    if svc.shares_ip() && ads.iter().any(|ad| !ad.service_selectors.is_empty()) {
         out.nobody = Some(Nobody::SharedIpWithServiceSelector);
         return Ok(out);
     }
@@ -360,7 +347,7 @@ fn handle(
         .cloned()
         .collect();
     // Step 6: Local policy keeps nodes hosting a servable endpoint.
-    if spec.external_traffic_policy.as_deref() == Some("Local") {
+    if svc.local_traffic {
         let hosting: BTreeSet<&str> = servable().filter_map(|e| e.node_name.as_deref()).collect();
         eligible.retain(|n| hosting.contains(n.as_str()));
     }
@@ -370,9 +357,7 @@ fn handle(
 
 /// MetalLB's `EndpointCanServe`: ready unset or true, or serving true (terminating endpoints
 /// that still serve count; `terminating` itself is not read).
-pub fn can_serve(conditions: Option<&EndpointConditions>) -> bool {
-    let ready = conditions.and_then(|c| c.ready);
-    let serving = conditions.and_then(|c| c.serving);
+pub fn can_serve(ready: Option<bool>, serving: Option<bool>) -> bool {
     ready.is_none_or(|r| r) || serving == Some(true)
 }
 
@@ -459,17 +444,12 @@ mod tests {
 
     #[test]
     fn endpoint_can_serve_truth_table() {
-        let c = |ready, serving, terminating| EndpointConditions {
-            ready,
-            serving,
-            terminating,
-        };
-        assert!(can_serve(None));
-        assert!(can_serve(Some(&c(None, None, None))));
-        assert!(can_serve(Some(&c(Some(true), Some(false), None))));
-        assert!(can_serve(Some(&c(Some(false), Some(true), Some(true)))));
-        assert!(!can_serve(Some(&c(Some(false), None, None))));
-        assert!(!can_serve(Some(&c(Some(false), Some(false), Some(true)))));
+        // `terminating` is not read: a terminating endpoint that still serves can serve.
+        assert!(can_serve(None, None));
+        assert!(can_serve(Some(true), Some(false)));
+        assert!(can_serve(Some(false), Some(true)));
+        assert!(!can_serve(Some(false), None));
+        assert!(!can_serve(Some(false), Some(false)));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //!   previous owner, the cause and the stages of the change (the ownership timeline), so
 //!   `kubectl describe service` says why an IP moved.
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Service};
+use crate::cached::CachedService;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::PostParams;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -86,7 +87,7 @@ impl Queue {
     pub(super) fn start(
         client: Client,
         node: String,
-        services: Store<Service>,
+        services: Store<CachedService>,
         counters: StatusWriteCounters,
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
@@ -129,7 +130,7 @@ impl Queue {
 struct Sender {
     client: Client,
     node: String,
-    services: Store<Service>,
+    services: Store<CachedService>,
     counters: StatusWriteCounters,
 }
 
@@ -185,7 +186,12 @@ impl Sender {
 
     /// A core/v1 Event on `svc` (MetalLB's speaker role may create those, not
     /// `events.k8s.io` ones).
-    async fn event(&self, svc: &Service, reason: &str, message: &str) -> Result<(), kube::Error> {
+    async fn event(
+        &self,
+        svc: &CachedService,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
         let ns = svc.metadata.namespace.clone().unwrap_or_default();
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let event = CoreEvent {

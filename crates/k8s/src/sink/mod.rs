@@ -20,8 +20,9 @@ pub mod reconcile;
 pub mod sweep;
 mod writer;
 
+use crate::cached::CachedService;
 use crate::source::{Shared, Stores};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -78,7 +79,7 @@ impl K8sSink {
     pub fn start_with(
         target: Target,
         shared: Shared,
-        services: Store<Service>,
+        services: Store<CachedService>,
         pods: Store<Pod>,
         counters: &SourceCounters,
     ) -> Self {

@@ -8,8 +8,9 @@ use super::keyed::Builder;
 use super::slim::Slim;
 use super::watch::{ConfigMarker, Marker, NodeMarker, PeerMarker, ServiceMarker, SliceMarker};
 use super::{Shared, Stores, desired_state};
+use crate::cached::{CachedService, CachedSlice};
 use crate::crd::{IPAddressPool, L2Advertisement};
-use crate::translate::{Cluster, Options, node_map, peers, slice_service, translate_service};
+use crate::translate::{Options, node_map, peers, slice_service, translate_service};
 use crate::{Config, ConfigTracker};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -23,11 +24,12 @@ fn cloned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
     objects.iter().map(|o| (**o).clone()).collect()
 }
 
-/// A keyed source over stores filled by hand (each object slimmed as the reflectors do).
+/// A keyed source over stores filled by hand (each object slimmed or cached as the
+/// reflectors keep it).
 pub struct KeyedBench {
     builder: Builder,
-    services: Writer<Service>,
-    slices: Writer<EndpointSlice>,
+    services: Writer<CachedService>,
+    slices: Writer<CachedSlice>,
     nodes: Writer<Node>,
     node_marker: NodeMarker,
 }
@@ -69,6 +71,8 @@ impl KeyedBench {
         let mut node_marker = NodeMarker::default();
         fill(&mut pools_w, pools, &mut ConfigMarker::default(), &bell);
         fill(&mut ads_w, ads, &mut ConfigMarker::default(), &bell);
+        let services = services.iter().map(CachedService::from).collect();
+        let slices = slices.iter().map(CachedSlice::from).collect();
         fill(&mut services_w, services, &mut ServiceMarker, &bell);
         fill(&mut slices_w, slices, &mut SliceMarker, &bell);
         fill(&mut nodes_w, nodes, &mut node_marker, &bell);
@@ -116,9 +120,7 @@ impl KeyedBench {
 
     /// A Service created or changed, as its watch event: the keyed changes.
     pub fn apply_service(&mut self, svc: Service) -> ServiceChanges {
-        let mut svc = svc;
-        svc.slim();
-        let e = Event::Apply(svc);
+        let e = Event::Apply(CachedService::from(&svc));
         self.services.apply_watcher_event(&e);
         self.builder.bell.mark(|d| ServiceMarker.mark(&e, d));
         self.step()
@@ -126,9 +128,7 @@ impl KeyedBench {
 
     /// A Service deleted.
     pub fn delete_service(&mut self, svc: Service) -> ServiceChanges {
-        let mut svc = svc;
-        svc.slim();
-        let e = Event::Delete(svc);
+        let e = Event::Delete(CachedService::from(&svc));
         self.services.apply_watcher_event(&e);
         self.builder.bell.mark(|d| ServiceMarker.mark(&e, d));
         self.step()
@@ -136,9 +136,7 @@ impl KeyedBench {
 
     /// An EndpointSlice created or changed.
     pub fn apply_slice(&mut self, slice: EndpointSlice) -> ServiceChanges {
-        let mut slice = slice;
-        slice.slim();
-        let e = Event::Apply(slice);
+        let e = Event::Apply(CachedSlice::from(&slice));
         self.slices.apply_watcher_event(&e);
         self.builder.bell.mark(|d| SliceMarker.mark(&e, d));
         self.step()
@@ -146,9 +144,7 @@ impl KeyedBench {
 
     /// An EndpointSlice deleted.
     pub fn delete_slice(&mut self, slice: EndpointSlice) -> ServiceChanges {
-        let mut slice = slice;
-        slice.slim();
-        let e = Event::Delete(slice);
+        let e = Event::Delete(CachedSlice::from(&slice));
         self.slices.apply_watcher_event(&e);
         self.builder.bell.mark(|d| SliceMarker.mark(&e, d));
         self.step()
@@ -185,32 +181,26 @@ impl KeyedBench {
         let nodes: Vec<Node> = cloned(stores.nodes.state());
         let pools: Vec<IPAddressPool> = cloned(stores.pools.state());
         let ads: Vec<L2Advertisement> = cloned(stores.ads.state());
-        let services: Vec<Service> = cloned(stores.services.state());
-        let slices: Vec<EndpointSlice> = cloned(stores.slices.state());
+        let services: Vec<CachedService> = cloned(stores.services.state());
+        let slices: Vec<CachedSlice> = cloned(stores.slices.state());
         let pods: Vec<Pod> = cloned(stores.pods.state());
         let Ok(config) = Config::parse(&pools, &ads, &nodes) else {
             return DesiredState::default();
         };
-        let cluster = Cluster {
-            services: &services,
-            endpoint_slices: &slices,
-            nodes: &nodes,
-            pods: &pods,
-        };
-        let by_name = node_map(cluster.nodes);
+        let by_name = node_map(&nodes);
         let mut view = crate::translate::NodeView {
             node: self.builder.options.node_name.clone(),
             ..Default::default()
         };
-        let mut sorted: Vec<&Service> = services.iter().collect();
-        sorted.sort_by_cached_key(|s| crate::translate::service_id(s));
+        let mut sorted: Vec<&CachedService> = services.iter().collect();
+        sorted.sort_by_cached_key(|s| crate::translate::service_id(*s));
         for svc in sorted {
             let key = (
                 svc.metadata.namespace.as_deref().unwrap_or_default(),
                 svc.metadata.name.as_deref().unwrap_or_default(),
             );
             // As before: every slice looked at for every Service.
-            let mine: Vec<&EndpointSlice> = slices
+            let mine: Vec<&CachedSlice> = slices
                 .iter()
                 .filter(|s| slice_service(s) == Some(key))
                 .collect();

@@ -6,13 +6,13 @@
 use super::dirty::{Bell, Dirty};
 use super::sent::Sent;
 use super::{Shared, Stores, service_spec};
+use crate::cached::{CachedService, CachedSlice};
 use crate::crd::ConfigurationState;
 use crate::state::ReconcilerCondition;
 use crate::status::configuration_state;
 use crate::translate::{Interfaces, Options, node_map, peers, slice_service, translate_service};
 use crate::{Config, ConfigTracker, Reload};
-use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -249,7 +249,7 @@ impl Builder {
             .services
             .state()
             .iter()
-            .map(|s| crate::translate::service_id(s))
+            .map(|s| crate::translate::service_id(s.as_ref()))
             .collect();
         ids.extend(self.sent.ids().cloned());
         ids
@@ -334,15 +334,15 @@ impl Builder {
         nodes: &BTreeMap<&str, &Node>,
     ) -> Option<(ServiceSpec, Interfaces)> {
         let config = config?;
-        let svc: Arc<Service> = self.stores.services.get(&object_ref(id))?;
-        let slices: Vec<Arc<EndpointSlice>> = self
+        let svc: Arc<CachedService> = self.stores.services.get(&object_ref(id))?;
+        let slices: Vec<Arc<CachedSlice>> = self
             .slices_of
             .get(id)
             .into_iter()
             .flatten()
             .filter_map(|key| self.stores.slices.get(&object_ref(key)))
             .collect();
-        let refs: Vec<&EndpointSlice> = slices.iter().map(AsRef::as_ref).collect();
+        let refs: Vec<&CachedSlice> = slices.iter().map(AsRef::as_ref).collect();
         let a = translate_service(config, &svc, &refs, nodes, &self.options).ok()?;
         Some((service_spec(&a), a.interfaces))
     }
@@ -449,7 +449,7 @@ impl Builder {
         let node_list = self.stores.nodes.state();
         let nodes = node_map(node_list.iter().map(AsRef::as_ref));
         let slices = self.stores.slices.state();
-        let mut by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+        let mut by_service: HashMap<(&str, &str), Vec<&CachedSlice>> = HashMap::new();
         for slice in &slices {
             if let Some(key) = slice_service(slice) {
                 by_service.entry(key).or_default().push(slice);

@@ -30,13 +30,13 @@ mod slim;
 mod watch;
 
 use crate::ConfigTracker;
+use crate::cached::{CachedService, CachedSlice};
 use crate::crd::{IPAddressPool, L2Advertisement};
 use crate::secret::{KeyDerivation, memberlist_key};
 use crate::settings::SpeakerSettings;
 use crate::translate::{Announceable, Interfaces, NodeView};
 use futures_util::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -112,8 +112,8 @@ pub struct Stores {
     pools: Store<IPAddressPool>,
     ads: Store<L2Advertisement>,
     /// Every Service (the sink reads it for event references).
-    pub services: Store<Service>,
-    slices: Store<EndpointSlice>,
+    pub services: Store<CachedService>,
+    slices: Store<CachedSlice>,
     nodes: Store<Node>,
     pub(crate) pods: Store<Pod>,
 }

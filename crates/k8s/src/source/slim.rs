@@ -1,16 +1,11 @@
 //! What the caches keep of each object: only the fields the speaker reads. A speaker holds
 //! every Service and EndpointSlice of the cluster, so what it does not read is memory per
-//! Service for nothing (`managedFields`, `kubectl`'s last-applied annotation, ports,
-//! selectors, cluster IPs, endpoints' addresses and target references); a Node's images,
-//! capacity and system info are large and change with every kubelet report.
+//! Service for nothing; a Node's images, capacity and system info are large and change with
+//! every kubelet report.
 //!
 //! Kept, by kind (a reader of any other field must add it here first):
-//! - Service: the metadata (annotations only MetalLB's, `metallb.universe.tf/*` and
-//!   `metallb.io/*`: `allow-shared-ip`), `spec.type`, `spec.loadBalancerClass`,
-//!   `spec.externalTrafficPolicy` and `status.loadBalancer` (the translation; the Events'
-//!   object reference reads name, namespace, uid and resourceVersion).
-//! - EndpointSlice: name, namespace, the `kubernetes.io/service-name` label, the address
-//!   type, and each endpoint's `nodeName` and `conditions`.
+//! - Service and EndpointSlice: cached as [`CachedService`] and [`CachedSlice`], deserialized
+//!   with only what the speaker reads (`vigil_metallb::cached`); nothing is left to take out.
 //! - Node: name and labels (node selectors, the exclude label), `status.addresses` (peers'
 //!   `InternalIP`s) and the `NetworkUnavailable` condition.
 //! - Pod: the metadata but annotations (labels for `--ml-labels`, owner references for the
@@ -18,9 +13,9 @@
 //! - Pools and advertisements: everything but `managedFields` and a pool's status (the
 //!   controller's counts).
 
+use crate::cached::{CachedService, CachedSlice};
 use crate::crd::{IPAddressPool, L2Advertisement};
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodSpec, PodStatus, Service, ServiceSpec};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// An object with what the speaker does not read taken out.
@@ -29,64 +24,17 @@ pub(crate) trait Slim {
     fn slim(&mut self);
 }
 
-/// The one label of a slice the speaker reads: its Service.
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Deserialized slim: there is nothing more to take out.
+impl Slim for CachedService {
+    fn slim(&mut self) {}
+}
 
-/// Annotations the speaker reads: MetalLB's own.
-fn metallb_annotation(key: &str) -> bool {
-    key.starts_with("metallb.universe.tf/") || key.starts_with("metallb.io/")
+impl Slim for CachedSlice {
+    fn slim(&mut self) {}
 }
 
 fn slim_meta(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
-}
-
-impl Slim for Service {
-    fn slim(&mut self) {
-        slim_meta(&mut self.metadata);
-        if let Some(annotations) = &mut self.metadata.annotations {
-            annotations.retain(|k, _| metallb_annotation(k));
-            if annotations.is_empty() {
-                self.metadata.annotations = None;
-            }
-        }
-        if let Some(spec) = self.spec.take() {
-            self.spec = Some(ServiceSpec {
-                type_: spec.type_,
-                load_balancer_class: spec.load_balancer_class,
-                external_traffic_policy: spec.external_traffic_policy,
-                ..ServiceSpec::default()
-            });
-        }
-        if let Some(status) = &mut self.status {
-            status.conditions = None;
-        }
-    }
-}
-
-impl Slim for EndpointSlice {
-    fn slim(&mut self) {
-        let meta = std::mem::take(&mut self.metadata);
-        let labels = meta.labels.map(|mut l| {
-            l.retain(|k, _| k == SERVICE_NAME_LABEL);
-            l
-        });
-        self.metadata = ObjectMeta {
-            name: meta.name,
-            namespace: meta.namespace,
-            labels,
-            ..ObjectMeta::default()
-        };
-        self.ports = None;
-        for e in &mut self.endpoints {
-            e.addresses = Vec::new();
-            e.target_ref = None;
-            e.hints = None;
-            e.hostname = None;
-            e.zone = None;
-            e.deprecated_topology = None;
-        }
-    }
 }
 
 impl Slim for Node {
@@ -152,6 +100,8 @@ mod tests {
     use crate::translate::{
         Options, network_unavailable, node_map, peers, slice_service, translate_service,
     };
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
     use serde_json::json;
 
     fn node(name: &str) -> Node {
@@ -213,14 +163,20 @@ mod tests {
         .unwrap()
     }
 
+    /// As the reflector has it: the object's JSON read into its cached form.
+    fn cached<T: serde::de::DeserializeOwned>(o: &impl serde::Serialize) -> T {
+        serde_json::from_value(serde_json::to_value(o).unwrap()).unwrap()
+    }
+
     fn slimmed<T: Slim + Clone>(o: &T) -> T {
         let mut o = o.clone();
         o.slim();
         o
     }
 
-    /// Whatever the speaker reads gives the same answer from a slimmed object: the
-    /// translation of Services (both traffic policies, ready or not, with and without
+    /// Whatever the speaker reads gives the same answer from a slimmed or cached object: the
+    /// translation of Services (cached from their JSON against the whole objects' cached
+    /// forms, over slimmed Nodes against whole ones) (both traffic policies, ready or not, with and without
     /// allow-shared-ip), the Nodes' facts and the peers.
     #[test]
     fn slimmed_objects_translate_as_the_whole_ones() {
@@ -257,9 +213,10 @@ mod tests {
                 for ready in [true, false] {
                     let svc = service(policy, annotations.clone());
                     let sl = slice(ready);
-                    let (slim_svc, slim_sl) = (slimmed(&svc), slimmed(&sl));
+                    let (slim_svc, slim_sl): (CachedService, CachedSlice) =
+                        (cached(&svc), cached(&sl));
+                    let (svc, sl) = (CachedService::from(&svc), CachedSlice::from(&sl));
                     assert_eq!(slice_service(&slim_sl), slice_service(&sl));
-                    assert_eq!(slim_sl.metadata.labels.as_ref().map(|l| l.len()), Some(1));
                     let whole = translate_service(&config, &svc, &[&sl], &by_name, &options);
                     let slim = translate_service(
                         &slim_config,

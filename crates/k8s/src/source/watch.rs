@@ -15,14 +15,14 @@
 
 use super::dirty::{Bell, Dirty, SliceMove};
 use super::slim::Slim;
+use crate::cached::{CachedService, CachedSlice};
 use crate::crd::{IPAddressPool, IPAddressPoolSpec, L2Advertisement, L2AdvertisementSpec};
 use crate::translate::{network_unavailable, service_id, slice_service};
 use futures_util::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::Node;
 use kube::api::PostParams;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -64,8 +64,8 @@ pub(super) trait Marker<K>: Send + 'static {
 /// Services: the Service itself.
 pub(super) struct ServiceMarker;
 
-impl Marker<Service> for ServiceMarker {
-    fn mark(&mut self, event: &watcher::Event<Service>, dirty: &mut Dirty) {
+impl Marker<CachedService> for ServiceMarker {
+    fn mark(&mut self, event: &watcher::Event<CachedService>, dirty: &mut Dirty) {
         match event {
             watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
                 dirty.services.insert(service_id(s));
@@ -79,8 +79,8 @@ impl Marker<Service> for ServiceMarker {
 /// EndpointSlices: the slice and the Service it names now (none once deleted).
 pub(super) struct SliceMarker;
 
-impl Marker<EndpointSlice> for SliceMarker {
-    fn mark(&mut self, event: &watcher::Event<EndpointSlice>, dirty: &mut Dirty) {
+impl Marker<CachedSlice> for SliceMarker {
+    fn mark(&mut self, event: &watcher::Event<CachedSlice>, dirty: &mut Dirty) {
         let (slice, deleted) = match event {
             watcher::Event::Apply(s) => (s, false),
             watcher::Event::Delete(s) => (s, true),
@@ -101,7 +101,7 @@ impl Marker<EndpointSlice> for SliceMarker {
 }
 
 /// A slice's `namespace/name`.
-pub(super) fn slice_key(slice: &EndpointSlice) -> String {
+pub(super) fn slice_key(slice: &CachedSlice) -> String {
     format!(
         "{}/{}",
         slice.metadata.namespace.as_deref().unwrap_or_default(),
