@@ -109,7 +109,7 @@ impl From<&Service> for CachedService {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(from = "json::Slice")]
 pub struct CachedSlice {
-    /// Name and namespace only.
+    /// Name, namespace and resourceVersion only.
     pub metadata: ObjectMeta,
     /// Its Service's name: the `kubernetes.io/service-name` label, when not empty.
     pub service: Option<String>,
@@ -141,6 +141,9 @@ impl CachedSlice {
             metadata: ObjectMeta {
                 name: metadata.name,
                 namespace: metadata.namespace,
+                // The watch resumes from the last object's version: without it, kube's
+                // watcher fails every watch and relists.
+                resource_version: metadata.resource_version,
                 ..ObjectMeta::default()
             },
             endpoints,
@@ -353,7 +356,7 @@ mod tests {
 
     fn slice(labels: Value, endpoints: Value) -> Value {
         json!({
-            "metadata": {"namespace": "ns", "name": "web-x1", "labels": labels,
+            "metadata": {"namespace": "ns", "name": "web-x1", "resourceVersion": "8", "labels": labels,
                 "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": "2026-12-06T00:00:00Z"},
                 "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "u-2"}]},
             "addressType": "IPv4",
@@ -392,6 +395,7 @@ mod tests {
                         assert_eq!(c.load_balancer_class.is_some(), !class.is_null());
                         assert_eq!(c.shares_ip(), annotations == shared);
                         assert_eq!(c.metadata.uid.as_deref(), Some("u-2"));
+                        assert_eq!(c.metadata.resource_version.as_deref(), Some("7"));
                         assert!(c.metadata.managed_fields.is_none());
                         let only_metallb = c
                             .metadata
@@ -431,6 +435,7 @@ mod tests {
         let s: CachedSlice = both::<EndpointSlice, _>(&slice(labels, endpoints));
         assert_eq!(s.service.as_deref(), Some("web"));
         assert_eq!(s.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(s.metadata.resource_version.as_deref(), Some("8"));
         assert!(s.metadata.labels.is_none() && s.metadata.annotations.is_none());
         let read: Vec<(Option<&str>, bool)> = s
             .endpoints

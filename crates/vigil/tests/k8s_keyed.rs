@@ -205,6 +205,21 @@ fn keyed_state_equals_a_whole_translation_at_240_services() {
             logs(&speakers)
         );
     }
+    // Every watch ran without a failure: a cached kind that lost what kube's watcher needs
+    // (an object's resourceVersion) fails each watch and relists, which still converges.
+    for (p, node) in speakers.iter().zip(&nodes) {
+        let failures: Vec<String> = p
+            .log_text()
+            .lines()
+            .filter(|l| l.contains("\"k8s_watch_error\""))
+            .take(3)
+            .map(str::to_owned)
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "{TEST}: {node}'s watches failed: {failures:#?}"
+        );
+    }
     println!(
         "{TEST}: keyed state equals a whole translation on {} speakers; total {:?}",
         nodes.len(),
