@@ -4,8 +4,8 @@
 //! A speaker holds every Service and slice of the cluster. As k8s-openapi's types, even
 //! with every unread field emptied, a Service took about 2 KiB and a slice about 2.4 KiB
 //! (their structs are wide: every optional field of the API is a slot, and a one-entry
-//! label map is a whole B-tree node): 22 MB of a speaker's heap at 5,000 Services. These
-//! types hold the answers instead (`type: LoadBalancer` or not, `Local` or not, each
+//! label map is a whole B-tree node): about 24 MB of a speaker's heap at 5,000 Services.
+//! These types hold the answers instead (`type: LoadBalancer` or not, `Local` or not, each
 //! endpoint's node and whether it can serve), and the unread parts of the JSON are skipped
 //! as it is parsed, never allocated.
 //!
@@ -13,7 +13,9 @@
 //! [`crate::translate::translate`]) both go through one constructor per type, so they
 //! cannot disagree about what is kept.
 
-use crate::translate::{ALLOW_SHARED_IP, SERVICE_NAME_LABEL, can_serve};
+use crate::translate::{
+    ALLOW_SHARED_IP, ALLOW_SHARED_IP_DEPRECATED, SERVICE_NAME_LABEL, can_serve,
+};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -77,8 +79,7 @@ impl CachedService {
     /// It carries `allow-shared-ip` (either spelling).
     pub fn shares_ip(&self) -> bool {
         self.metadata.annotations.as_ref().is_some_and(|a| {
-            a.contains_key(ALLOW_SHARED_IP)
-                || a.contains_key(crate::translate::ALLOW_SHARED_IP_DEPRECATED)
+            a.contains_key(ALLOW_SHARED_IP) || a.contains_key(ALLOW_SHARED_IP_DEPRECATED)
         })
     }
 }
