@@ -175,9 +175,9 @@ mod tests {
     }
 
     /// Whatever the speaker reads gives the same answer from a slimmed or cached object: the
-    /// translation of Services (cached from their JSON against the whole objects' cached
-    /// forms, over slimmed Nodes against whole ones) (both traffic policies, ready or not, with and without
-    /// allow-shared-ip), the Nodes' facts and the peers.
+    /// translation of Services (cached from their JSON, over slimmed Nodes, against the whole
+    /// objects' cached forms over whole Nodes; both traffic policies, ready or not, with and
+    /// without allow-shared-ip), the Nodes' facts and the peers.
     #[test]
     fn slimmed_objects_translate_as_the_whole_ones() {
         let nodes = [node("a"), node("b")];
