@@ -100,10 +100,13 @@ pub(crate) async fn api_cost_of_service_changes(c: &Client, audit: &AuditLog) {
         2 * CHANGES,
         "the pool's status once per change: {summary}"
     );
-    // Each renewal patches the Lease and reads it back; one read more is a write that
-    // met the watched Lease in the moment between a renewal and its arrival.
+    // Each renewal patches the Lease and reads it back. kube-lease-manager (0.13) also reads
+    // it at the top of its loop when its copy looks expired, which a renewal that slept until
+    // just before expiry meets on a busy machine: at most one read more per renewal, plus the
+    // first acquisition's. (`patch + 1` failed in CI with two such renewals of two.) A read
+    // per tick or per write would exceed this.
     assert!(
-        lease("get") <= lease("patch") + 1,
+        lease("get") <= 2 * lease("patch") + 1,
         "the Lease read only by its renewals: {summary}"
     );
 }
