@@ -93,6 +93,13 @@ pub struct VipCounters {
 pub enum Command {
     /// Replace the set of owned VIPs.
     SetOwned(Vec<Vip>),
+    /// Change the set of owned VIPs by these only (see [`Announcer::update_owned`]).
+    UpdateOwned {
+        /// Owned from now on.
+        own: Vec<Vip>,
+        /// Not owned any more.
+        disown: Vec<IpAddr>,
+    },
     /// Restart the takeover series of every owned VIP.
     Reannounce,
     /// Hand these owned VIPs over (see [`Announcer::hand_over`]): keep answering until a
@@ -144,6 +151,11 @@ impl Handle {
     /// Replaces the set of owned VIPs.
     pub fn set_owned(&self, vips: Vec<Vip>) -> Result<(), Stopped> {
         self.send(Command::SetOwned(vips))
+    }
+
+    /// Changes the set of owned VIPs by these only.
+    pub fn update_owned(&self, own: Vec<Vip>, disown: Vec<IpAddr>) -> Result<(), Stopped> {
+        self.send(Command::UpdateOwned { own, disown })
     }
 
     /// A snapshot of the counters, as of the driver's last wake-up.
@@ -307,6 +319,17 @@ impl Driver {
                 Ok(Command::SetOwned(vips)) => {
                     self.announcer.set_owned(Instant::now(), vips);
                     self.sync_groups();
+                    self.flush();
+                }
+                Ok(Command::UpdateOwned { own, disown }) => {
+                    // Only IPv6 VIPs have solicited-node groups: an IPv4 change leaves them
+                    // as they are (and their sync is a pass over every owned VIP).
+                    let ipv6 =
+                        own.iter().any(|v| v.addr.is_ipv6()) || disown.iter().any(IpAddr::is_ipv6);
+                    self.announcer.update_owned(Instant::now(), own, disown);
+                    if ipv6 {
+                        self.sync_groups();
+                    }
                     self.flush();
                 }
                 Ok(Command::Reannounce) => self.announcer.reannounce(Instant::now()),

@@ -10,7 +10,7 @@
 //! ```text
 //!   netlink watch ──> links/addresses ──> Selection ──> set_interface / remove_interface
 //!   packet sockets ──> freshness ──> handle_frame ──> Announcer ──> poll_transmit ──> packet sockets
-//!   Handle::set_owned ──> wake-up socket ──> set_owned + solicited-node joins
+//!   Handle::set_owned / update_owned ──> wake-up socket ──> Announcer + solicited-node joins
 //! ```
 #![allow(unsafe_code)]
 

@@ -458,6 +458,39 @@ impl Announcer {
         self.settle_handover();
     }
 
+    /// Changes the owned set VIP by VIP, each by [`set_owned`](Self::set_owned)'s rules:
+    /// `own` are owned from now on (a newly owned VIP starts its takeover series at once, one
+    /// owned already keeps its schedules on the interfaces it stays on, one being handed over
+    /// is taken back), `disown` are not any more (silent at once, unless being handed over:
+    /// that runs to its end). A VIP in both is owned. The cost follows the VIPs named, not the
+    /// VIPs owned: a speaker that owns thousands tells only what one election changed.
+    pub fn update_owned(
+        &mut self,
+        now: Instant,
+        own: impl IntoIterator<Item = Vip>,
+        disown: impl IntoIterator<Item = IpAddr>,
+    ) {
+        let mut touched = BTreeSet::new();
+        for vip in disown {
+            if !self.handover.contains_key(&vip) && self.owned.remove(&vip).is_some() {
+                touched.insert(vip);
+            }
+        }
+        for vip in own {
+            if self.handover.remove(&vip.addr).is_some() {
+                self.claimed.retain(|(addr, _), _| *addr != vip.addr);
+            }
+            self.owned.insert(vip.addr, vip.interfaces);
+            touched.insert(vip.addr);
+        }
+        let owned = &self.owned;
+        let gone = |vip: &IpAddr| touched.contains(vip) && !owned.contains_key(vip);
+        self.recent_claims.retain(|(vip, _), _| !gone(vip));
+        self.defended.retain(|(vip, _), _| !gone(vip));
+        self.reconcile_vips(now, Urgency::Takeover, &touched);
+        self.settle_handover();
+    }
+
     /// Starts handing over these owned VIPs (see the [module docs](self)): no more gratuitous
     /// rounds, answers go on until a successor's claim is heard on each interface or until
     /// `now + bound`, whichever comes first. Each VIP then ends with [`Event::HandedOver`].
@@ -780,21 +813,53 @@ impl Announcer {
         self.queue
             .retain(|t| eligible.contains(&(t.vip, t.ifindex)));
         for key in eligible {
-            if self.handover.contains_key(&key.0) {
-                // Answers only: its gratuitous rounds stopped with the handover.
-                continue;
-            }
-            let first = self.config.takeover_rounds.first().copied();
-            self.schedules.entry(key).or_insert_with(|| Schedule {
-                started: now,
-                round: 0,
-                next_at: first
-                    .or(self.config.refresh_interval)
-                    .map(|offset| now + offset),
-                urgency,
-                request_sent: false,
-            });
+            self.start_schedule(now, urgency, key);
         }
+    }
+
+    /// [`reconcile`](Self::reconcile) for `vips` only: their schedules on the interfaces
+    /// they are no longer eligible on and their frames queued there go, a fresh series starts
+    /// on each interface they became eligible on.
+    fn reconcile_vips(&mut self, now: Instant, urgency: Urgency, vips: &BTreeSet<IpAddr>) {
+        let eligible: BTreeSet<(IpAddr, u32)> = vips
+            .iter()
+            .flat_map(|addr| self.interfaces.keys().map(move |index| (*addr, *index)))
+            .filter(|(addr, index)| self.is_eligible(*addr, *index))
+            .collect();
+        for addr in vips {
+            let stale: Vec<(IpAddr, u32)> = self
+                .schedules
+                .range((*addr, 0)..=(*addr, u32::MAX))
+                .map(|(key, _)| *key)
+                .filter(|key| !eligible.contains(key))
+                .collect();
+            for key in stale {
+                self.schedules.remove(&key);
+            }
+        }
+        self.queue
+            .retain(|t| !vips.contains(&t.vip) || eligible.contains(&(t.vip, t.ifindex)));
+        for key in eligible {
+            self.start_schedule(now, urgency, key);
+        }
+    }
+
+    /// A takeover series for `key` from `now`, unless one runs or the VIP is being handed
+    /// over (answers only: its gratuitous rounds stopped with the handover).
+    fn start_schedule(&mut self, now: Instant, urgency: Urgency, key: (IpAddr, u32)) {
+        if self.handover.contains_key(&key.0) {
+            return;
+        }
+        let first = self.config.takeover_rounds.first().copied();
+        self.schedules.entry(key).or_insert_with(|| Schedule {
+            started: now,
+            round: 0,
+            next_at: first
+                .or(self.config.refresh_interval)
+                .map(|offset| now + offset),
+            urgency,
+            request_sent: false,
+        });
     }
 
     fn enqueue(&mut self, transmit: Transmit) {

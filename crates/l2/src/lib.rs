@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!   handle_frame(now, ifindex, bytes) ──┐            ┌──> poll_transmit() -> Transmit
-//!   set_owned(now, vips)             ───┤ Announcer  ├──> poll_timeout()  -> Instant
+//!   set_owned / update_owned         ───┤ Announcer  ├──> poll_timeout()  -> Instant
 //!   set_interface / remove_interface ───┤            │
 //!   handle_timeout(now)              ───┘            └──> stats()
 //! ```

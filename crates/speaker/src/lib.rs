@@ -12,7 +12,7 @@
 //!   run ──> SpeakerCore (pure, vigil-speaker-core): handle_* in, Action out
 //!     │        │
 //!     │        ├─ PublishMeta, Leave, SetSeeds ──> gossip (vigil-gossip-net, join loop)
-//!     │        ├─ SetOwned, HandOver, Reannounce ─> announcer thread (vigil-l2-net)
+//!     │        ├─ SetOwned, UpdateOwned, HandOver, Reannounce ─> announcer (vigil-l2-net)
 //!     │        └─ HoldAddress, ReleaseAddress ───> local_address (netlink, blocking pool)
 //!     └─ status, counters ──> observe (/metrics, /status), StatusSink (notices)
 //! ```

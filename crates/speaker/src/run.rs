@@ -571,6 +571,14 @@ impl<S: StatusSink> Runner<S> {
                         );
                     }
                 }
+                Action::UpdateOwned { own, disown } => {
+                    if self.l2.update_owned(own.clone(), disown.clone()).is_err() {
+                        error!(
+                            event = "announcer_stopped",
+                            "the announcer thread has stopped"
+                        );
+                    }
+                }
                 Action::Reannounce => {
                     let _ = self.l2.send(Command::Reannounce);
                 }

@@ -511,35 +511,12 @@ const SUCCESSOR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x0
 
 /// The successor's gratuitous ARP reply for the IPv4 VIP (the second frame of its round).
 fn successor_garp_reply() -> Vec<u8> {
-    frames::arp_frame(
-        SUCCESSOR_MAC,
-        EthernetAddress::BROADCAST,
-        &arp::Repr {
-            operation: arp::Operation::Reply,
-            source_hardware_addr: SUCCESSOR_MAC,
-            source_protocol_addr: VIP4,
-            target_hardware_addr: EthernetAddress::BROADCAST,
-            target_protocol_addr: VIP4,
-        },
-    )
+    successor_claim(VIP4.into())
 }
 
 /// The successor's unsolicited advertisement for the IPv6 VIP.
 fn successor_na() -> Vec<u8> {
-    frames::ndisc_frame(
-        &NdiscAddressing {
-            src_mac: SUCCESSOR_MAC,
-            dst_mac: EthernetAddress::from_ipv6_multicast(ipv6::ALL_NODES),
-            src_ip: VIP6,
-            dst_ip: ipv6::ALL_NODES,
-            hop_limit: 255,
-        },
-        &ndisc::Repr::NeighborAdvert {
-            flags: NeighborFlags::OVERRIDE,
-            target_addr: VIP6,
-            lladdr: Some(SUCCESSOR_MAC),
-        },
-    )
+    successor_claim(VIP6.into())
 }
 
 fn hand_over_all(a: &mut Announcer, now: Instant, bound: Duration) {
@@ -806,4 +783,144 @@ fn a_claim_restarts_the_series_at_most_once_per_defend_interval() {
     quiet.handle_frame(t1, ETH0, &successor_garp_reply());
     assert_eq!(quiet.poll_timeout(), None);
     assert_eq!(events(&mut quiet).len(), 1);
+}
+
+/// A step of [`owning_by_changes_is_owning_whole`].
+#[derive(Debug, Clone)]
+enum OwnStep {
+    /// Own VIP `n` on interface set `s`.
+    Own(usize, usize),
+    /// Disown VIP `n`.
+    Disown(usize),
+    /// Hand VIP `n` over for 20 ms, and own the rest.
+    HandOver(usize),
+    /// A successor claims VIP `n` on eth0.
+    Claim(usize),
+    /// Time passes, in milliseconds.
+    Wait(u64),
+}
+
+fn own_step() -> impl Strategy<Value = OwnStep> {
+    prop_oneof![
+        3 => (0usize..6, 0usize..3).prop_map(|(n, s)| OwnStep::Own(n, s)),
+        2 => (0usize..6).prop_map(OwnStep::Disown),
+        1 => (0usize..6).prop_map(OwnStep::HandOver),
+        1 => (0usize..6).prop_map(OwnStep::Claim),
+        2 => (1u64..400).prop_map(OwnStep::Wait),
+    ]
+}
+
+/// VIP `n` of the test's six: three IPv4, three IPv6.
+fn nth_vip(n: usize) -> IpAddr {
+    let k = u8::try_from(n).unwrap();
+    if n < 3 {
+        Ipv4Addr::new(198, 18, 0, 100 + k).into()
+    } else {
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x100 + u16::from(k)).into()
+    }
+}
+
+/// Interface set `s` of the test's three.
+fn nth_set(s: usize) -> InterfaceSet {
+    match s {
+        0 => InterfaceSet::All,
+        1 => InterfaceSet::Only(["eth0".to_string()].into()),
+        _ => InterfaceSet::Only(["eth1".to_string()].into()),
+    }
+}
+
+/// A successor's gratuitous ARP reply or unsolicited advertisement for `vip`.
+fn successor_claim(vip: IpAddr) -> Vec<u8> {
+    match vip {
+        IpAddr::V4(v4) => frames::arp_frame(
+            SUCCESSOR_MAC,
+            EthernetAddress::BROADCAST,
+            &arp::Repr {
+                operation: arp::Operation::Reply,
+                source_hardware_addr: SUCCESSOR_MAC,
+                source_protocol_addr: v4,
+                target_hardware_addr: EthernetAddress::BROADCAST,
+                target_protocol_addr: v4,
+            },
+        ),
+        IpAddr::V6(v6) => frames::ndisc_frame(
+            &NdiscAddressing {
+                src_mac: SUCCESSOR_MAC,
+                dst_mac: EthernetAddress::from_ipv6_multicast(ipv6::ALL_NODES),
+                src_ip: v6,
+                dst_ip: ipv6::ALL_NODES,
+                hop_limit: 255,
+            },
+            &ndisc::Repr::NeighborAdvert {
+                flags: NeighborFlags::OVERRIDE,
+                target_addr: v6,
+                lladdr: Some(SUCCESSOR_MAC),
+            },
+        ),
+    }
+}
+
+proptest! {
+    /// `update_owned` with what changed leaves the announcer as `set_owned` with the whole
+    /// set does: the same frames, events, deadlines and multicast groups after every step.
+    #[test]
+    fn owning_by_changes_is_owning_whole(steps in proptest::collection::vec(own_step(), 1..40)) {
+        let t0 = Instant::now();
+        let new = || {
+            let mut a = Announcer::new(Config::default());
+            a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+            a.set_interface(t0, ETH1, iface("eth1", OUR_MAC_1));
+            a
+        };
+        let (mut whole, mut by_changes) = (new(), new());
+        let mut set: BTreeMap<IpAddr, InterfaceSet> = BTreeMap::new();
+        let mut now = t0;
+        for step in steps {
+            match step {
+                OwnStep::Own(n, s) => {
+                    set.insert(nth_vip(n), nth_set(s));
+                    let vip = Vip { addr: nth_vip(n), interfaces: nth_set(s) };
+                    by_changes.update_owned(now, [vip], []);
+                }
+                OwnStep::Disown(n) => {
+                    set.remove(&nth_vip(n));
+                    by_changes.update_owned(now, [], [nth_vip(n)]);
+                }
+                OwnStep::HandOver(n) => {
+                    // As the speaker does: the hand-over, then the owned set without it.
+                    let bound = Duration::from_millis(20);
+                    whole.hand_over(now, bound, [nth_vip(n)]);
+                    by_changes.hand_over(now, bound, [nth_vip(n)]);
+                    set.remove(&nth_vip(n));
+                    by_changes.update_owned(now, [], [nth_vip(n)]);
+                }
+                OwnStep::Claim(n) => {
+                    let frame = successor_claim(nth_vip(n));
+                    whole.handle_frame(now, ETH0, &frame);
+                    by_changes.handle_frame(now, ETH0, &frame);
+                }
+                OwnStep::Wait(ms) => {
+                    now += Duration::from_millis(ms);
+                    whole.handle_timeout(now);
+                    by_changes.handle_timeout(now);
+                }
+            }
+            if matches!(step, OwnStep::Own(..) | OwnStep::Disown(_) | OwnStep::HandOver(_)) {
+                let vips = set.iter().map(|(addr, interfaces)| Vip {
+                    addr: *addr,
+                    interfaces: interfaces.clone(),
+                });
+                whole.set_owned(now, vips);
+            }
+            prop_assert_eq!(drain(&mut whole), drain(&mut by_changes), "{:?}", step);
+            prop_assert_eq!(events(&mut whole), events(&mut by_changes));
+            prop_assert_eq!(whole.poll_timeout(), by_changes.poll_timeout());
+            for index in [ETH0, ETH1] {
+                prop_assert_eq!(
+                    whole.solicited_node_groups(index),
+                    by_changes.solicited_node_groups(index)
+                );
+            }
+        }
+    }
 }

@@ -105,6 +105,26 @@ pub(crate) struct Election {
     /// The VIPs the last election may have moved (every VIP after a whole election), for
     /// the ownership timeline ([`Election::touched_owners`]).
     touched: Touched,
+    /// What the last election changed in `owned`, for the announcer.
+    owned_changes: OwnedChanges,
+}
+
+/// What an election changed in the VIPs this node owns, for the announcer: handing it the
+/// whole set after each change is O(VIPs owned) per Service changed, which a speaker owning
+/// a thousand VIPs paid on every event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum OwnedChanges {
+    /// Any VIP may have changed (a grouped election runs whole): the whole set.
+    #[default]
+    All,
+    /// Only these: owned now (with where they are announced: new, or their interfaces
+    /// changed), or not any more.
+    Some {
+        /// Owned now.
+        own: Vec<Vip>,
+        /// Owned before, not now.
+        disown: Vec<IpAddr>,
+    },
 }
 
 /// The VIPs the last election may have moved.
@@ -135,6 +155,7 @@ impl Election {
             isolated: false,
             owned: BTreeMap::new(),
             touched: Touched::All,
+            owned_changes: OwnedChanges::All,
         };
         election.reindex();
         election
@@ -499,6 +520,19 @@ impl Election {
                 });
             }
         }
+        let (mut own, mut disown) = (Vec::new(), Vec::new());
+        for vip in touched {
+            match (self.owned.get(vip), owned.get(vip)) {
+                (Some(was), Some(now)) if was.interfaces == now.interfaces => {}
+                (_, Some(now)) => own.push(Vip {
+                    addr: *vip,
+                    interfaces: now.interfaces.clone(),
+                }),
+                (Some(_), None) => disown.push(*vip),
+                (None, None) => {}
+            }
+        }
+        self.owned_changes = OwnedChanges::Some { own, disown };
         for vip in touched {
             match owned.remove(vip) {
                 Some(o) => self.owned.insert(*vip, o),
@@ -512,6 +546,7 @@ impl Election {
     fn evaluate_grouped(&mut self) -> Vec<Change> {
         let guard_needed = self.guard_needed();
         self.touched = Touched::All;
+        self.owned_changes = OwnedChanges::All;
         let services = self.services();
         let nodes = self.views_now();
         let policy = self.policy();
@@ -690,6 +725,11 @@ impl Election {
 
     pub(crate) fn owns_any(&self) -> bool {
         !self.owned.is_empty()
+    }
+
+    /// What the last election changed in the VIPs owned (see [`OwnedChanges`]).
+    pub(crate) fn take_owned_changes(&mut self) -> OwnedChanges {
+        std::mem::take(&mut self.owned_changes)
     }
 
     /// The VIPs to hand to the announcer.

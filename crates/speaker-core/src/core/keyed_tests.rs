@@ -6,6 +6,7 @@ use super::*;
 use crate::model::{ServiceChanges, ServiceSpec, SharedVips};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use vigil_l2::InterfaceSet;
 
 const NODES: [&str; 5] = ["node-a", "node-b", "node-c", "node-d", "node-e"];
 
@@ -95,6 +96,37 @@ fn drain(core: &mut SpeakerCore) -> Vec<Action> {
     std::iter::from_fn(|| core.poll_action()).collect()
 }
 
+/// The announcer's owned set as `actions` leave it (whole sets and changes applied in order).
+fn fold_owned(announcer: &mut BTreeMap<IpAddr, String>, actions: &[Action]) {
+    for action in actions {
+        match action {
+            Action::SetOwned(vips) => {
+                *announcer = vips
+                    .iter()
+                    .map(|v| (v.addr, format!("{:?}", v.interfaces)))
+                    .collect();
+            }
+            Action::UpdateOwned { own, disown } => {
+                for vip in disown {
+                    announcer.remove(vip);
+                }
+                for v in own {
+                    announcer.insert(v.addr, format!("{:?}", v.interfaces));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The core's owned set, as [`fold_owned`] keeps it.
+fn owned_now(core: &SpeakerCore) -> BTreeMap<IpAddr, String> {
+    core.owned_vips()
+        .iter()
+        .map(|v| (v.addr, format!("{:?}", v.interfaces)))
+        .collect()
+}
+
 #[test]
 fn deltas_decide_exactly_as_whole_snapshots() {
     let t0 = Instant::now();
@@ -113,7 +145,9 @@ fn deltas_decide_exactly_as_whole_snapshots() {
         };
         let mut keyed = SpeakerCore::new(&settings(node), whole(&services), t0);
         keyed.handle_first_join(t0, view(&states));
-        let _ = drain(&mut keyed);
+        // What the announcer was told, from the actions alone.
+        let mut announcer = BTreeMap::new();
+        fold_owned(&mut announcer, &drain(&mut keyed));
         for step in 0..400 {
             match rng.below(6) {
                 0 | 1 => {
@@ -155,7 +189,12 @@ fn deltas_decide_exactly_as_whole_snapshots() {
                     }
                 }
             }
-            let _ = drain(&mut keyed);
+            fold_owned(&mut announcer, &drain(&mut keyed));
+            assert_eq!(
+                announcer,
+                owned_now(&keyed),
+                "{node}, step {step}: the announcer"
+            );
             if keyed.isolated() {
                 // Every other member lost at once: silent, whatever a fresh core would decide
                 // (isolation depends on history; see `isolation`).
@@ -201,15 +240,35 @@ fn one_changed_service_touches_only_its_vip() {
         })
         .collect();
     assert_eq!(notices, [vip]);
+    // The announcer hears of that VIP only, not of the 50 others.
+    let told: Vec<&Action> = actions
+        .iter()
+        .filter(|a| matches!(a, Action::SetOwned(_) | Action::UpdateOwned { .. }))
+        .collect();
+    assert_eq!(
+        told,
+        [&Action::UpdateOwned {
+            own: vec![Vip {
+                addr: vip,
+                interfaces: InterfaceSet::All
+            }],
+            disown: Vec::new()
+        }]
+    );
     // The same service again, and a refutation: nothing at all.
     core.handle_service_changes(t0, vec![ServiceSpec::new("ns/new", [vip])], Vec::new());
     core.handle_members(t0, Some(MemberEventKind::Refuted), alive);
     assert_eq!(drain(&mut core), []);
     // Gone: released, nobody uses it.
     core.handle_service_changes(t0, Vec::new(), vec!["ns/new".into()]);
-    assert!(drain(&mut core).iter().any(|a| matches!(
+    let actions = drain(&mut core);
+    assert!(actions.iter().any(|a| matches!(
         a,
         Action::Withdrawn { vip: v, successor: None, .. } if *v == vip
     )));
+    assert!(actions.contains(&Action::UpdateOwned {
+        own: Vec::new(),
+        disown: vec![vip]
+    }));
     assert!(!core.owned_vips().iter().any(|v| v.addr == vip));
 }

@@ -58,7 +58,7 @@ pub use timeline::{
 };
 
 use crate::model::{DesiredState, DesiredUpdate, ServiceChanges, ServiceSpec, StaticSettings};
-use election::{Change, Election, ViewChange};
+use election::{Change, Election, OwnedChanges, ViewChange};
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
@@ -123,6 +123,14 @@ pub enum Action {
     },
     /// The announcer's owned set, whole.
     SetOwned(Vec<Vip>),
+    /// The announcer's owned set, changed by these only
+    /// (`vigil_l2::Announcer::update_owned`): what one per-service election changed.
+    UpdateOwned {
+        /// Owned from now on (newly, or announced on other interfaces).
+        own: Vec<Vip>,
+        /// Not owned any more.
+        disown: Vec<IpAddr>,
+    },
     /// Say again who answers for the owned VIPs (a member (re)appeared: after a partition
     /// heals, the other side's clients may still hold its owner's MAC).
     Reannounce,
@@ -891,9 +899,18 @@ impl SpeakerCore {
                 bound: HANDOVER_BOUND,
             });
         }
-        if !changes.is_empty() {
-            self.actions
-                .push_back(Action::SetOwned(self.election.owned_vips()));
+        match self.election.take_owned_changes() {
+            OwnedChanges::All => {
+                if !changes.is_empty() {
+                    self.actions
+                        .push_back(Action::SetOwned(self.election.owned_vips()));
+                }
+            }
+            OwnedChanges::Some { own, disown } => {
+                if !own.is_empty() || !disown.is_empty() {
+                    self.actions.push_back(Action::UpdateOwned { own, disown });
+                }
+            }
         }
         let live = self.election.members().iter().filter(|m| m.live()).count();
         self.actions.push_back(Action::Elected {
