@@ -426,6 +426,14 @@ impl<S: StatusSink> Runner<S> {
                 core.handle_reconnected(now());
                 return;
             }
+            Event::Gossip(Gossip::HeardBack { members }) => {
+                info!(
+                    event = "heard_back",
+                    members, "every live member acknowledged this node's alive state"
+                );
+                core.handle_heard_back(now());
+                return;
+            }
             Event::Gossip(Gossip::Conflict {
                 existing,
                 other_addr,

@@ -13,10 +13,10 @@
 //! - it is applied locally (the member is dead to us, and the application hears of it) but
 //!   never gossiped, and whatever we had queued about the member (our suspicion of it) is
 //!   dropped; it is left out of the state we send in push/pulls;
-//! - the member is pinged every probe interval for as long as we hold it dead this way (up to
-//!   `gossip_to_the_dead_time`), and an ack, or an alive no older than the one we held,
-//!   revives it at its own incarnation: the cluster never heard our verdict, so nobody has to
-//!   refute it;
+//! - the member is pinged every watch interval (every probe interval without the watch) for
+//!   as long as we hold it dead this way (up to `gossip_to_the_dead_time`), and an ack, or an
+//!   alive no older than the one we held, revives it at its own incarnation: the cluster never
+//!   heard our verdict, so nobody has to refute it;
 //! - on the first such revival we push/pull with that member at once, so that we learn what
 //!   happened while we were away (our own death, which we then refute) within one round trip
 //!   instead of at the next periodic exchange.
@@ -39,6 +39,8 @@
 //! datagram from a member afterwards starts a push/pull with it; when one merges (ours or
 //! theirs), or after [`RECONNECT_BOUND`] of hearing the others without one, [`Event::Reconnected`]
 //! ends the episode: by then we know whether we were declared dead, and have refuted it.
+//! Then (with `hold_blind_verdicts`) our alive state goes to every live member with a ping,
+//! and [`Event::HeardBack`] says when all have acknowledged: from then on they hold us alive.
 //!
 //! [`Config::hold_blind_verdicts`]: crate::Config::hold_blind_verdicts
 //! [`Config::deaf_after`]: crate::Config::deaf_after
@@ -105,6 +107,17 @@ pub(super) struct Blind {
     /// When the engine last ran (an input or a timeout), to see our own stalls.
     last_turn: Option<Instant>,
     cut_off: Option<CutOff>,
+    /// After a reconnection: our alive state sent to every live member with a ping, the
+    /// pings not yet acknowledged, until when they count.
+    heard_back: Option<HeardBack>,
+}
+
+/// The acknowledgements awaited after a reconnection ([`Event::HeardBack`]).
+#[derive(Debug)]
+struct HeardBack {
+    pending: Vec<u32>,
+    asked: usize,
+    until: Instant,
 }
 
 impl Membership {
@@ -222,7 +235,65 @@ impl Membership {
             self.events.push_back(Event::Reconnected {
                 after: now.saturating_duration_since(cut.since),
             });
+            if self.config.hold_blind_verdicts {
+                self.tell_everyone_alive(now);
+            }
         }
+    }
+
+    /// Sends our alive state (as it is now, after any refutation the catch-up made) with a
+    /// ping to every live member. Why: the application stays silent after a reconnection
+    /// until the others hold us alive again (else they defend what they took over from us
+    /// against our claims); gossip would reach them within a few rounds, but only their acks
+    /// say when they have. Each ack comes after its datagram's alive was applied (a compound
+    /// message is handled in order), so when all are in, [`Event::HeardBack`].
+    fn tell_everyone_alive(&mut self, now: Instant) {
+        let live: Vec<(usize, Arc<str>, SocketAddr)> = (1..self.members.len())
+            .filter(|&i| !self.members.list[i].state.is_gone())
+            .map(|i| {
+                let m = &self.members.list[i];
+                (i, m.name.clone(), m.addr())
+            })
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let alive = Message::Alive(self.own_alive()).to_vec(Transport::Packet);
+        let mut pending = Vec::with_capacity(live.len());
+        for (i, name, addr) in live {
+            let seq = self.next_seq();
+            let ping = Message::Ping(self.own_ping(seq, &name)).to_vec(Transport::Packet);
+            self.send_compound(addr, vec![alive.clone(), ping], Some(i));
+            pending.push(seq);
+        }
+        self.stats.heard_back_pings += pending.len() as u64;
+        self.blind.heard_back = Some(HeardBack {
+            asked: pending.len(),
+            pending,
+            until: now + self.config.probe_interval,
+        });
+    }
+
+    /// An ack arrived; if it answers one of [`tell_everyone_alive`](Self::tell_everyone_alive)'s
+    /// pings in time, count it. Returns whether the ack was ours.
+    pub(super) fn heard_back_ack(&mut self, now: Instant, seq: u32) -> bool {
+        let Some(h) = &mut self.blind.heard_back else {
+            return false;
+        };
+        let Some(k) = h.pending.iter().position(|s| *s == seq) else {
+            return false;
+        };
+        if now > h.until {
+            self.blind.heard_back = None;
+            return true;
+        }
+        h.pending.swap_remove(k);
+        if h.pending.is_empty() {
+            let members = h.asked;
+            self.blind.heard_back = None;
+            self.events.push_back(Event::HeardBack { members });
+        }
+        true
     }
 
     /// Whether we are cut off now (between [`Event::CutOff`] and [`Event::Reconnected`]).
@@ -279,7 +350,18 @@ impl Membership {
         });
         self.blind.caught_up = false;
         if self.blind.next_ping.is_none() {
-            self.blind.next_ping = Some(now + self.config.probe_interval);
+            self.blind.next_ping = Some(now + self.blind_ping_interval());
+        }
+    }
+
+    /// How often the members held dead blind are pinged: as often as the watch pings a
+    /// neighbour when it runs (the first ack after a heal starts the catch-up, and with it
+    /// the end of our silence), else every probe interval.
+    fn blind_ping_interval(&self) -> Duration {
+        if self.config.watch_neighbours > 0 && !self.config.watch_interval.is_zero() {
+            self.config.watch_interval.min(self.config.probe_interval)
+        } else {
+            self.config.probe_interval
         }
     }
 
@@ -328,7 +410,7 @@ impl Membership {
         self.blind.next_ping = if self.blind.deaths.is_empty() {
             None
         } else {
-            Some(advance(due, self.config.probe_interval, now))
+            Some(advance(due, self.blind_ping_interval(), now))
         };
     }
 

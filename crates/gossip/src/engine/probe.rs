@@ -168,6 +168,7 @@ impl Membership {
         if self.watch_ack(now, ack.seq_no)
             || self.blind_ack(now, ack.seq_no)
             || self.redial_ack(now, ack.seq_no)
+            || self.heard_back_ack(now, ack.seq_no)
         {
             return;
         }

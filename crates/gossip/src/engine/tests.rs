@@ -1359,6 +1359,52 @@ fn a_cut_node_reports_the_cut_once_and_reconnects_after_a_merge() {
     }
 }
 
+/// After a reconnection, the node's alive state goes to every live member with a ping, and
+/// once all have acknowledged it hears so, once, after the reconnection: by then every
+/// survivor holds it alive (checked every millisecond of virtual time; here the survivors'
+/// own pings to the dead may have told them first), which is what lets the speaker end its
+/// silence early. Go's rules send nothing of the kind.
+#[test]
+fn a_reconnected_node_hears_when_everyone_holds_it_alive() {
+    let heard_back = |net: &Net, i| net.count(i, |e| matches!(e, Event::HeardBack { .. }));
+    for salt in 80..83 {
+        let mut net = Net::joined(5, Config::fast(), salt);
+        net.run_for(Duration::from_secs(2));
+        for j in 0..4 {
+            net.cut.insert((4, j));
+            net.cut.insert((j, 4));
+        }
+        net.run_for(Duration::from_secs(1));
+        assert!(
+            (0..4).all(|i| net.nodes[i].num_live() == 4),
+            "salt {salt}: declared dead"
+        );
+        net.cut.clear();
+        let mut at = None;
+        for ms in 1..=1000u32 {
+            net.run_for(Duration::from_millis(1));
+            if heard_back(&net, 4) > 0 {
+                at = Some(ms);
+                for i in 0..4 {
+                    assert_eq!(net.nodes[i].num_live(), 5, "salt {salt}: node {i}");
+                }
+                break;
+            }
+        }
+        let at = at.unwrap_or_else(|| panic!("salt {salt}: never heard back"));
+        assert_eq!(cut_offs(&net, 4), (1, 1), "salt {salt}: reconnected first");
+        net.run_for(Duration::from_secs(1));
+        assert_eq!(heard_back(&net, 4), 1, "salt {salt}: once");
+        assert!(at <= 200, "salt {salt}: heard back {at} ms after the heal");
+        for i in 0..4 {
+            assert_eq!(heard_back(&net, i), 0, "salt {salt}: node {i}");
+        }
+    }
+    let mut net = Net::joined(5, Config::lan(), 84);
+    net.run_for(Duration::from_secs(5));
+    assert_eq!(net.nodes[0].stats().heard_back_pings, 0);
+}
+
 /// A node that did not run for longer than anyone needs to declare it dead (a frozen
 /// process) reports a cut-off at its first turn back, and reconnects through a push/pull.
 #[test]

@@ -76,6 +76,15 @@ pub fn rejoin_quiet(config: &vigil_gossip::Config) -> Duration {
     }
 }
 
+/// How long a node that merged after a cut-off stays silent once every live member has
+/// acknowledged its alive state (`vigil_gossip::Event::HeardBack`): they hold it alive, so
+/// the rest of the quiet would only delay its claims. One gossip interval is left for their
+/// speakers to act on what their gossip already knows (start handing over the VIPs they took)
+/// before this node's first gratuitous announcement reaches them.
+pub fn heard_back_quiet(config: &vigil_gossip::Config) -> Duration {
+    config.gossip_interval.min(rejoin_quiet(config))
+}
+
 /// Where the node stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -110,6 +119,8 @@ pub struct Isolation {
     entered: u64,
     /// How long a node that merged stays silent.
     rejoin_quiet: Duration,
+    /// How much of it is left once every member acknowledged this node's alive state.
+    heard_back_quiet: Duration,
     /// The isolation bound passed while gossip was still cut off: its reconnection, when it
     /// comes, still calls for the quiet (the cluster moved on meanwhile).
     outlasted_cut_off: bool,
@@ -117,13 +128,15 @@ pub struct Isolation {
 
 impl Isolation {
     /// Connected, knowing nobody; silent for `rejoin_quiet` after merging (see
-    /// [`rejoin_quiet`]).
-    pub fn new(rejoin_quiet: Duration) -> Self {
+    /// [`rejoin_quiet`]), or `heard_back_quiet` after every member acknowledged (see
+    /// [`heard_back_quiet`]), whichever ends first.
+    pub fn new(rejoin_quiet: Duration, heard_back_quiet: Duration) -> Self {
         Self {
             state: State::Connected,
             last_live: BTreeMap::new(),
             entered: 0,
             rejoin_quiet,
+            heard_back_quiet,
             outlasted_cut_off: false,
         }
     }
@@ -234,6 +247,18 @@ impl Isolation {
         before != self.silenced()
     }
 
+    /// Every member live after the reconnection acknowledged this node's alive state
+    /// (`vigil_gossip::Event::HeardBack`): the rejoin quiet ends [`heard_back_quiet`] from
+    /// now, if that is sooner. Returns whether [`silenced`](Self::silenced) changed.
+    pub fn heard_back(&mut self, now: Instant) -> bool {
+        let before = self.silenced();
+        if let State::Rejoining { until } = &mut self.state {
+            *until = (*until).min(now + self.heard_back_quiet);
+        }
+        self.expire(now);
+        before != self.silenced()
+    }
+
     /// The split-brain guard lets this node announce again after a split (its view regained
     /// a majority, most often by a push/pull that merged the other side at once): silent for
     /// the rejoin quiet first, so that the others hear it alive before it claims anything (they
@@ -316,7 +341,7 @@ mod tests {
     #[test]
     fn losing_every_peer_isolates_until_a_majority_is_back() {
         let t0 = Instant::now();
-        let mut i = Isolation::new(REJOIN_QUIET);
+        let mut i = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         assert!(!i.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)])));
         // One by one, as the gossip reports them: suspect is still live.
         i.observe(
@@ -358,7 +383,7 @@ mod tests {
     #[test]
     fn a_partial_merge_waits_a_settle_bound_shorter_than_a_probe_interval() {
         let t0 = Instant::now();
-        let mut i = Isolation::new(REJOIN_QUIET);
+        let mut i = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         let all = [
             ("a", Alive),
             ("b", Alive),
@@ -396,7 +421,7 @@ mod tests {
     #[test]
     fn the_last_survivor_answers_again_after_the_bound() {
         let t0 = Instant::now();
-        let mut i = Isolation::new(REJOIN_QUIET);
+        let mut i = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         i.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
         assert!(i.observe(t0, "a", &view(&[("a", Alive), ("b", Dead), ("c", Dead)])));
         assert!(!i.handle_timeout(t0 + ISOLATION_BOUND - MS));
@@ -415,7 +440,7 @@ mod tests {
         // A survivor: one peer died, and two seconds later a stale rumour from a returning
         // host has the other dead for a moment.
         let t0 = Instant::now();
-        let mut i = Isolation::new(REJOIN_QUIET);
+        let mut i = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         i.observe(t0, "b", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
         i.observe(
             t0 + 100 * MS,
@@ -433,10 +458,10 @@ mod tests {
     #[test]
     fn two_node_clusters_and_graceful_leaves_never_isolate() {
         let t0 = Instant::now();
-        let mut pair = Isolation::new(REJOIN_QUIET);
+        let mut pair = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         pair.observe(t0, "a", &view(&[("a", Alive), ("b", Alive)]));
         assert!(!pair.observe(t0 + MS, "a", &view(&[("a", Alive), ("b", Dead)])));
-        let mut rolling = Isolation::new(REJOIN_QUIET);
+        let mut rolling = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         rolling.observe(t0, "a", &view(&[("a", Alive), ("b", Alive), ("c", Alive)]));
         rolling.observe(
             t0 + MS,
@@ -456,7 +481,7 @@ mod tests {
         let t0 = Instant::now();
         let quiet = 100 * MS;
         let all = view(&[("a", Alive), ("b", Alive), ("c", Alive)]);
-        let mut i = Isolation::new(quiet);
+        let mut i = Isolation::new(quiet, quiet);
         i.observe(t0, "a", &all);
         assert!(i.cut_off(t0 + MS, "a", &all), "silenced");
         assert_eq!(i.entered(), 1);
@@ -474,9 +499,37 @@ mod tests {
     }
 
     #[test]
+    fn every_member_hearing_us_back_shortens_the_quiet_and_nothing_else() {
+        let t0 = Instant::now();
+        let (quiet, heard) = (100 * MS, 20 * MS);
+        let all = view(&[("a", Alive), ("b", Alive), ("c", Alive)]);
+        let mut i = Isolation::new(quiet, heard);
+        i.observe(t0, "a", &all);
+        // Heard back while connected, or while still cut off: nothing changes.
+        assert!(!i.heard_back(t0 + MS));
+        assert!(!i.silenced());
+        i.cut_off(t0 + 2 * MS, "a", &all);
+        assert!(!i.heard_back(t0 + 3 * MS));
+        assert!(i.silenced(), "only a reconnection ends a cut-off");
+        // Reconnected: quiet until everyone acknowledged, and `heard` more.
+        assert!(!i.reconnected(t0 + 50 * MS));
+        assert_eq!(i.poll_timeout(), Some(t0 + 50 * MS + quiet));
+        assert!(!i.heard_back(t0 + 52 * MS));
+        assert_eq!(i.poll_timeout(), Some(t0 + 52 * MS + heard));
+        assert!(!i.handle_timeout(t0 + 52 * MS + heard - MS));
+        assert!(i.handle_timeout(t0 + 52 * MS + heard));
+        assert!(!i.silenced());
+        // Acknowledged late, after most of the quiet: it ends when it would have.
+        i.cut_off(t0 + 200 * MS, "a", &all);
+        i.reconnected(t0 + 210 * MS);
+        assert!(!i.heard_back(t0 + 300 * MS));
+        assert_eq!(i.poll_timeout(), Some(t0 + 210 * MS + quiet));
+    }
+
+    #[test]
     fn a_cut_off_in_a_two_node_cluster_keeps_answering() {
         let t0 = Instant::now();
-        let mut i = Isolation::new(REJOIN_QUIET);
+        let mut i = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         let pair = view(&[("a", Alive), ("b", Alive)]);
         i.observe(t0, "a", &pair);
         assert!(!i.cut_off(t0 + MS, "a", &pair));
@@ -487,7 +540,7 @@ mod tests {
     fn a_cut_off_outlasting_the_bound_answers_then_rejoins_quietly_when_heard() {
         let t0 = Instant::now();
         let all = view(&[("a", Alive), ("b", Alive), ("c", Alive)]);
-        let mut i = Isolation::new(REJOIN_QUIET);
+        let mut i = Isolation::new(REJOIN_QUIET, REJOIN_QUIET);
         i.observe(t0, "a", &all);
         i.cut_off(t0, "a", &all);
         assert!(

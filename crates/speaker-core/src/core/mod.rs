@@ -279,9 +279,10 @@ impl SpeakerCore {
             counters: Counters::default(),
             actions: VecDeque::new(),
             timeline: Timeline::new(settings.node_name.clone()),
-            isolation: isolation::Isolation::new(isolation::rejoin_quiet(
-                &settings.gossip.engine_config(),
-            )),
+            isolation: isolation::Isolation::new(
+                isolation::rejoin_quiet(&settings.gossip.engine_config()),
+                isolation::heard_back_quiet(&settings.gossip.engine_config()),
+            ),
             claims: claims::ClaimLog::default(),
             clock: now,
         };
@@ -478,6 +479,19 @@ impl SpeakerCore {
             return;
         }
         if self.isolation.reconnected(now) {
+            self.election.set_isolated(self.isolation.silenced());
+            self.resync(now, Trigger::View);
+        }
+    }
+
+    /// Every member live after the reconnection holds this node alive
+    /// (`vigil_gossip::Event::HeardBack`): the rejoin quiet may end sooner.
+    pub fn handle_heard_back(&mut self, now: Instant) {
+        self.tick(now);
+        if self.stopping() {
+            return;
+        }
+        if self.isolation.heard_back(now) {
             self.election.set_isolated(self.isolation.silenced());
             self.resync(now, Trigger::View);
         }
