@@ -121,6 +121,12 @@ pub struct Isolation {
     rejoin_quiet: Duration,
     /// How much of it is left once every member acknowledged this node's alive state.
     heard_back_quiet: Duration,
+    /// The members live (this node included) when the last isolation began.
+    known_before: usize,
+    /// Every member asked after the last reconnection acknowledged this node's alive state
+    /// ([`heard_back`](Self::heard_back)); the quiet is cut short once as many members are
+    /// live as before the isolation.
+    heard_back: bool,
     /// The isolation bound passed while gossip was still cut off: its reconnection, when it
     /// comes, still calls for the quiet (the cluster moved on meanwhile).
     outlasted_cut_off: bool,
@@ -137,6 +143,8 @@ impl Isolation {
             entered: 0,
             rejoin_quiet,
             heard_back_quiet,
+            known_before: 0,
+            heard_back: false,
             outlasted_cut_off: false,
         }
     }
@@ -178,6 +186,8 @@ impl Isolation {
             State::Connected => {
                 if live.is_empty() && recent >= MIN_PEERS {
                     self.entered += 1;
+                    self.known_before = recent + 1;
+                    self.heard_back = false;
                     self.state = State::Isolated {
                         since: now,
                         known: recent + 1,
@@ -202,6 +212,7 @@ impl Isolation {
             }
             State::Rejoining { .. } => {}
         }
+        self.shorten_quiet(now, live.len() + 1);
         self.expire(now);
         before != self.silenced()
     }
@@ -219,6 +230,8 @@ impl Isolation {
             State::Isolated { cut_off, .. } => *cut_off = true,
             State::Connected | State::Rejoining { .. } if live >= MIN_PEERS => {
                 self.entered += 1;
+                self.known_before = live + 1;
+                self.heard_back = false;
                 self.state = State::Isolated {
                     since: now,
                     known: live + 1,
@@ -248,15 +261,31 @@ impl Isolation {
     }
 
     /// Every member live after the reconnection acknowledged this node's alive state
-    /// (`vigil_gossip::Event::HeardBack`): the rejoin quiet ends [`heard_back_quiet`] from
-    /// now, if that is sooner. Returns whether [`silenced`](Self::silenced) changed.
-    pub fn heard_back(&mut self, now: Instant) -> bool {
+    /// (`vigil_gossip::Event::HeardBack`), and `live` members (this node included) are live
+    /// in its view: if that is every member live when it was cut off, the rejoin quiet ends
+    /// [`heard_back_quiet`] from now, if that is sooner. With fewer, others cut off with it
+    /// (a pair whose links went down together) may still be coming back, and the whole
+    /// quiet lets them before this node claims what they held. Returns whether
+    /// [`silenced`](Self::silenced) changed.
+    pub fn heard_back(&mut self, now: Instant, live: usize) -> bool {
         let before = self.silenced();
-        if let State::Rejoining { until } = &mut self.state {
-            *until = (*until).min(now + self.heard_back_quiet);
-        }
+        self.heard_back = matches!(self.state, State::Rejoining { .. });
+        self.shorten_quiet(now, live);
         self.expire(now);
         before != self.silenced()
+    }
+
+    /// After [`heard_back`](Self::heard_back), with `live` members live now (this node
+    /// included): the quiet ends [`heard_back_quiet`] from now once that is every member live
+    /// before the isolation (one held dead at the reconnection may revive a moment later).
+    fn shorten_quiet(&mut self, now: Instant, live: usize) {
+        if let State::Rejoining { until } = &mut self.state
+            && self.heard_back
+            && live >= self.known_before
+        {
+            *until = (*until).min(now + self.heard_back_quiet);
+            self.heard_back = false;
+        }
     }
 
     /// The split-brain guard lets this node announce again after a split (its view regained
@@ -313,7 +342,10 @@ impl Isolation {
                     };
                 }
             }
-            State::Rejoining { until } if now >= *until => self.state = State::Connected,
+            State::Rejoining { until } if now >= *until => {
+                self.state = State::Connected;
+                self.heard_back = false;
+            }
             _ => {}
         }
     }
@@ -506,15 +538,21 @@ mod tests {
         let mut i = Isolation::new(quiet, heard);
         i.observe(t0, "a", &all);
         // Heard back while connected, or while still cut off: nothing changes.
-        assert!(!i.heard_back(t0 + MS));
+        assert!(!i.heard_back(t0 + MS, 3));
         assert!(!i.silenced());
         i.cut_off(t0 + 2 * MS, "a", &all);
-        assert!(!i.heard_back(t0 + 3 * MS));
+        assert!(!i.heard_back(t0 + 3 * MS, 3));
         assert!(i.silenced(), "only a reconnection ends a cut-off");
-        // Reconnected: quiet until everyone acknowledged, and `heard` more.
+        // Reconnected, one of the three not yet back in the view: the whole quiet...
         assert!(!i.reconnected(t0 + 50 * MS));
         assert_eq!(i.poll_timeout(), Some(t0 + 50 * MS + quiet));
-        assert!(!i.heard_back(t0 + 52 * MS));
+        assert!(!i.heard_back(t0 + 51 * MS, 2));
+        assert_eq!(i.poll_timeout(), Some(t0 + 50 * MS + quiet));
+        let pair = view(&[("a", Alive), ("b", Alive), ("c", Dead)]);
+        assert!(!i.observe(t0 + 51 * MS, "a", &pair));
+        assert_eq!(i.poll_timeout(), Some(t0 + 50 * MS + quiet));
+        // ...until it is: `heard` more from then.
+        assert!(!i.observe(t0 + 52 * MS, "a", &all));
         assert_eq!(i.poll_timeout(), Some(t0 + 52 * MS + heard));
         assert!(!i.handle_timeout(t0 + 52 * MS + heard - MS));
         assert!(i.handle_timeout(t0 + 52 * MS + heard));
@@ -522,7 +560,7 @@ mod tests {
         // Acknowledged late, after most of the quiet: it ends when it would have.
         i.cut_off(t0 + 200 * MS, "a", &all);
         i.reconnected(t0 + 210 * MS);
-        assert!(!i.heard_back(t0 + 300 * MS));
+        assert!(!i.heard_back(t0 + 300 * MS, 3));
         assert_eq!(i.poll_timeout(), Some(t0 + 210 * MS + quiet));
     }
 

@@ -491,7 +491,8 @@ impl SpeakerCore {
         if self.stopping() {
             return;
         }
-        if self.isolation.heard_back(now) {
+        let live = self.election.members().iter().filter(|m| m.live()).count();
+        if self.isolation.heard_back(now, live) {
             self.election.set_isolated(self.isolation.silenced());
             self.resync(now, Trigger::View);
         }
