@@ -96,6 +96,13 @@ pub struct Config {
     /// Gratuitous frames that may leave back to back before the rate applies. Keep it well
     /// under [`Config::max_queued_transmits`].
     pub announce_burst: u32,
+    /// A claim on an owned VIP heard this long (at most the handover's bound) before
+    /// [`Announcer::hand_over`] counts as the successor's: it may take over a moment before
+    /// this node learns that it would. Older claims do not: they are most often a split's
+    /// other side, which answered for the VIP then and may be silent now (a returning host
+    /// under the majority guard waits its rejoin quiet before it claims again), and counting
+    /// one ended the handover at once and left the VIP unanswered until the successor spoke.
+    pub claim_memory: Duration,
 }
 
 /// [`Config::announce_rate`]'s default: a thousand IPv4 VIPs (two frames a round) have their
@@ -116,6 +123,7 @@ impl Default for Config {
             defend_interval: Some(Duration::from_secs(5)),
             announce_rate: NonZeroU32::new(DEFAULT_ANNOUNCE_RATE),
             announce_burst: 256,
+            claim_memory: Duration::from_secs(1),
         }
     }
 }
@@ -508,7 +516,8 @@ impl Announcer {
             if self.owned.contains_key(&vip) && !self.handover.contains_key(&vip) {
                 self.handover.insert(vip, deadline);
                 for ((addr, index), (by, at)) in &self.recent_claims {
-                    if *addr == vip && now.saturating_duration_since(*at) <= bound {
+                    let memory = bound.min(self.config.claim_memory);
+                    if *addr == vip && now.saturating_duration_since(*at) <= memory {
                         self.claimed.insert((vip, *index), *by);
                     }
                 }

@@ -39,6 +39,10 @@ const PUBLISH_SPACING: Duration = Duration::from_millis(200);
 const PUBLISH_COST_RATIO: u32 = 100;
 /// ...but the status is never older than this while changes come.
 const PUBLISH_SPACING_MAX: Duration = Duration::from_secs(5);
+/// Gossip rounds a claim on an owned VIP counts for a handover that starts after it
+/// (`vigil_l2::Config::claim_memory`): a successor learns that it takes over from the same
+/// gossip as this node, a round or two apart; an older claim is a split's other side.
+const CLAIM_MEMORY_ROUNDS: u32 = 3;
 /// The shortest time between two push-pulls with the members held dead that claims on owned
 /// VIPs start ([`Runner::rejoin_the_dead`]).
 const CLAIM_REJOIN_SPACING: Duration = Duration::from_secs(1);
@@ -174,6 +178,7 @@ where
     let announcer = vigil_l2::Config {
         refresh_interval: settings.refresh,
         announce_rate: settings.announce_rate,
+        claim_memory: settings.gossip.engine_config().gossip_interval * CLAIM_MEMORY_ROUNDS,
         ..vigil_l2::Config::default()
     };
     let (l2_thread, l2) = Driver::spawn(DriverConfig {
