@@ -711,14 +711,19 @@ fn a_claim_older_than_the_claim_memory_does_not_end_a_handover() {
     // A split's other side claimed the VIP 300 ms ago and has gone quiet since; the handover
     // to it must go on answering until it speaks again (or the bound passes).
     let t0 = Instant::now();
-    let mut a = Announcer::new(Config {
-        claim_memory: Duration::from_millis(60),
-        ..Config::default()
-    });
-    a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
-    a.set_owned(t0, [vip(VIP4)]);
-    drain(&mut a);
-    a.handle_frame(t0, ETH0, &successor_garp_reply());
+    // Owning the IPv4 VIP with a claim memory of 60 ms, the successor's claim heard at t0.
+    let claimed_at_t0 = || {
+        let mut a = Announcer::new(Config {
+            claim_memory: Duration::from_millis(60),
+            ..Config::default()
+        });
+        a.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
+        a.set_owned(t0, [vip(VIP4)]);
+        drain(&mut a);
+        a.handle_frame(t0, ETH0, &successor_garp_reply());
+        a
+    };
+    let mut a = claimed_at_t0();
     let bound = Duration::from_secs(1);
     let t1 = t0 + Duration::from_millis(300);
     a.handle_timeout(t1);
@@ -732,14 +737,7 @@ fn a_claim_older_than_the_claim_memory_does_not_end_a_handover() {
     assert_eq!(a.handing_over().count(), 0);
     assert!(!answers_arp(&mut a, t2, ETH0));
     // Within the memory, a claim counts (as with the default of the bound).
-    let mut b = Announcer::new(Config {
-        claim_memory: Duration::from_millis(60),
-        ..Config::default()
-    });
-    b.set_interface(t0, ETH0, iface("eth0", OUR_MAC));
-    b.set_owned(t0, [vip(VIP4)]);
-    drain(&mut b);
-    b.handle_frame(t0, ETH0, &successor_garp_reply());
+    let mut b = claimed_at_t0();
     let t3 = t0 + Duration::from_millis(50);
     b.hand_over(t3, bound, [IpAddr::V4(VIP4)]);
     assert_eq!(b.handing_over().count(), 0);
