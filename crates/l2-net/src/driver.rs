@@ -48,6 +48,32 @@ pub struct DriverConfig {
     pub selection: Selection,
     /// Log interface changes and errors to stderr.
     pub verbose: bool,
+    /// Called on the driver's thread each time new events wait in [`Handle::take_events`], so
+    /// the owner can take them at once instead of polling.
+    pub on_events: Option<EventWaker>,
+}
+
+/// A callback the driver runs when events are ready (see [`DriverConfig::on_events`]). It runs
+/// on the driver's thread between frames: it must only signal (a `Notify`, a channel send), not
+/// do the work.
+#[derive(Clone)]
+pub struct EventWaker(Arc<dyn Fn() + Send + Sync>);
+
+impl EventWaker {
+    /// Wraps the callback.
+    pub fn new(wake: impl Fn() + Send + Sync + 'static) -> Self {
+        Self(Arc::new(wake))
+    }
+
+    fn wake(&self) {
+        (self.0)();
+    }
+}
+
+impl std::fmt::Debug for EventWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventWaker")
+    }
 }
 
 /// Counters of the driver and its announcer.
@@ -613,6 +639,10 @@ impl Driver {
                     events.pop_front();
                 }
                 events.push_back(event);
+            }
+            drop(events);
+            if let Some(waker) = &self.config.on_events {
+                waker.wake();
             }
         }
         self.stats.announcer = *self.announcer.stats();

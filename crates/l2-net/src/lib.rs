@@ -22,6 +22,6 @@ pub mod packet_socket;
 pub mod poll;
 pub mod selection;
 
-pub use driver::{Command, Driver, DriverConfig, DriverStats, Handle, VipCounters};
+pub use driver::{Command, Driver, DriverConfig, DriverStats, EventWaker, Handle, VipCounters};
 pub use packet_socket::{Filter, PacketSocket, Received};
 pub use selection::{NamePatterns, Selection};

@@ -75,6 +75,7 @@ fn take_over(announce_rate: Option<std::num::NonZeroU32>) -> (usize, Duration, u
             include: Some(["p0".to_string()].into()),
         },
         verbose: false,
+        on_events: None,
     };
     let (thread, handle) = Driver::spawn(config).expect("driver");
     let end = Instant::now() + Duration::from_secs(10);

@@ -6,6 +6,9 @@
 //! process were frozen) while a neighbour asks, and starts it once the first questions are
 //! several times the bound old.
 //!
+//! The claim also wakes the driver's owner ([`DriverConfig::on_events`]) and waits in
+//! [`Handle::take_events`](vigil_l2_net::Handle::take_events).
+//!
 //! Counted per question (each asked from its own sender address, so each answer names its
 //! question), no durations. Needs root (network namespaces, AF_PACKET). The test re-runs
 //! itself inside the namespace with `ip netns exec`.
@@ -13,6 +16,8 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use vigil_l2::frames;
@@ -20,7 +25,7 @@ use vigil_l2::wire::ethernet::Address as EthernetAddress;
 use vigil_l2::wire::{arp, ethernet};
 use vigil_l2::{InterfaceSet, Vip};
 use vigil_l2_net::freshness::{QUESTION_MAX_AGE, is_stale};
-use vigil_l2_net::{Driver, DriverConfig, Filter, PacketSocket, Selection};
+use vigil_l2_net::{Driver, DriverConfig, EventWaker, Filter, PacketSocket, Selection};
 
 const INSIDE: &str = "VIGIL_STALE_NETNS_INSIDE";
 const TEST: &str = "questions_that_came_while_the_driver_was_held_off_are_dropped_and_counted";
@@ -134,6 +139,7 @@ fn inside() {
     });
     let client = PacketSocket::open(ifindex("p1"), Filter::Answers).expect("client socket");
     let _stamping = stamping_on(&client);
+    let wakes = Arc::new(AtomicUsize::new(0));
 
     let config = DriverConfig {
         announcer: vigil_l2::Config::default(),
@@ -143,6 +149,12 @@ fn inside() {
             include: Some(["p0".to_string()].into()),
         },
         verbose: false,
+        on_events: Some(EventWaker::new({
+            let wakes = Arc::clone(&wakes);
+            move || {
+                wakes.fetch_add(1, Ordering::SeqCst);
+            }
+        })),
     };
     // The driver opens p0's socket now; its thread starts later.
     let (driver, handle) = Driver::new(config).expect("driver");
@@ -190,6 +202,7 @@ fn inside() {
         fresh.iter().all(|a| replies.contains(a))
     });
     let stats = handle.stats();
+    let events = handle.take_events();
     handle
         .send(vigil_l2_net::Command::Shutdown)
         .expect("driver running");
@@ -226,6 +239,18 @@ fn inside() {
     assert_eq!(
         stats.announcer.conflicts, 1,
         "the old claim reaches the announcer"
+    );
+    let claimed = |e: &vigil_l2::Event| {
+        matches!(e, vigil_l2::Event::Claimed { vip, by, .. }
+            if *vip == IpAddr::V4(VIP) && *by == RIVAL_MAC)
+    };
+    assert!(
+        events.iter().any(claimed),
+        "the claim is an event for the owner: {events:?}"
+    );
+    assert!(
+        wakes.load(Ordering::SeqCst) >= 1,
+        "the owner was not woken for the claim"
     );
 }
 

@@ -17,19 +17,16 @@ use futures_util::{Stream, StreamExt};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 use vigil_gossip::wire::{Label, SecretKey};
 use vigil_gossip_net::{Event, Memberlist, Options};
-use vigil_l2_net::{Command, Driver, DriverConfig, Handle, Selection};
+use vigil_l2_net::{Command, Driver, DriverConfig, EventWaker, Handle, Selection};
 
 /// How long a graceful leave may take.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(1);
-/// How often the announcer's reports are read while running, and while handing over on stop.
-const ANNOUNCER_POLL: Duration = Duration::from_secs(1);
-const ANNOUNCER_POLL_STOPPING: Duration = Duration::from_millis(5);
 /// The shortest time between two rebuilds of the status (`/status`, `/metrics`): a rebuild
 /// is O(services), and a burst of Kubernetes changes is many small turns.
 const PUBLISH_SPACING: Duration = Duration::from_millis(200);
@@ -166,7 +163,9 @@ where
 
     let mut options = Options::new(settings.node_name.clone(), settings.gossip.bind);
     options.advertise = settings.gossip.advertise;
-    options.config = settings.gossip.engine_config();
+    let engine = settings.gossip.engine_config();
+    let claim_memory = engine.gossip_interval * CLAIM_MEMORY_ROUNDS;
+    options.config = engine;
     options.meta = core.meta().encode();
     options.label = Label::new(settings.gossip.label.clone())
         .map_err(|_| RunError::Start("gossip.label: too long".into()))?;
@@ -178,13 +177,21 @@ where
     let announcer = vigil_l2::Config {
         refresh_interval: settings.refresh,
         announce_rate: settings.announce_rate,
-        claim_memory: settings.gossip.engine_config().gossip_interval * CLAIM_MEMORY_ROUNDS,
+        claim_memory,
         ..vigil_l2::Config::default()
     };
+    // The announcer's reports (a claim by another host, a handover done) are read as soon as
+    // they are made: a claim starts the push-pull that merges a healed partition, and a
+    // handover's end releases the VIP.
+    let announcer_reports = Arc::new(Notify::new());
     let (l2_thread, l2) = Driver::spawn(DriverConfig {
         announcer,
         selection,
         verbose: false,
+        on_events: Some(EventWaker::new({
+            let reports = Arc::clone(&announcer_reports);
+            move || reports.notify_one()
+        })),
     })
     .map_err(|e| RunError::Start(format!("announcer: {e} (vigil needs CAP_NET_RAW)")))?;
 
@@ -249,39 +256,18 @@ where
     runner.publish(&core);
 
     let mut result = Ok(());
-    let mut announcer_poll = tokio::time::interval(ANNOUNCER_POLL);
-    announcer_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut stopping_poll = tokio::time::interval(ANNOUNCER_POLL_STOPPING);
-    stopping_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut gossip_open = true;
     let mut announce_watch = AnnounceWatch::default();
     loop {
-        let deadline = core.poll_timeout().map(Instant::from_std);
-        let timer = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
+        let timer = sleep_until_some(core.poll_timeout().map(Instant::from_std));
         let stopping = core.stopping();
-        // A turn that changed nothing (an announcer poll with no report) does not rebuild
-        // the status: that is O(services), and the poll runs every second.
+        // A turn that changed nothing (a wake-up with no announcer report, a timer of the
+        // first-frame watch or of the publisher) does not rebuild the status: that is
+        // O(services).
         let mut quiet = false;
-        let publish_at = runner.publish_due;
-        let watch_at = announce_watch.poll_at();
-        let watch_timer = async {
-            match watch_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        let publish_timer = async {
-            match publish_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
+        let publish_timer = sleep_until_some(runner.publish_due);
+        let watch_timer = sleep_until_some(announce_watch.poll_at());
         tokio::select! {
             () = publish_timer => quiet = true,
             () = watch_timer => quiet = true,
@@ -320,8 +306,7 @@ where
                 core.handle_first_join(now(), view);
             }
             () = timer => core.handle_timeout(now()),
-            _ = announcer_poll.tick(), if !stopping => quiet = !runner.on_announcer_events(&mut core),
-            _ = stopping_poll.tick(), if stopping => quiet = !runner.on_announcer_events(&mut core),
+            () = announcer_reports.notified() => quiet = !runner.on_announcer_events(&mut core),
             () = &mut shutdown, if !stopping => {
                 info!(event = "stopping", "leaving the cluster; answering until the successors speak");
                 core.begin_shutdown(now());
@@ -351,6 +336,14 @@ where
 
 fn now() -> std::time::Instant {
     Instant::now().into_std()
+}
+
+/// Sleeps until `at`, or forever when there is none.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The I/O handles the actions are carried out with.

@@ -92,6 +92,7 @@ fn run() -> Result<(), String> {
         announcer,
         selection,
         verbose: args.flag("verbose"),
+        on_events: None,
     };
     let (thread, handle) = Driver::spawn(config).map_err(|e| format!("driver: {e}"))?;
     if !args.flag("standby") {
