@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv6Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -35,6 +35,9 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 const FRAMES_PER_WAKEUP: usize = 256;
 /// Receive buffer: more than any ARP or neighbour solicitation needs.
 const FRAME_BUFFER: usize = 4096;
+/// ARP requests for peers sent when one interface comes up: enough for any cluster vigil
+/// gossips in, and a bound on the broadcast a flapping link makes.
+const MAX_PEER_REQUESTS: usize = 1024;
 /// Announcer events kept for [`Handle::take_events`]; past this the oldest are dropped, so a
 /// caller that never takes them costs bounded memory and still sees the latest.
 const MAX_EVENTS: usize = 1024;
@@ -98,6 +101,9 @@ pub struct DriverStats {
     /// [`QUESTION_MAX_AGE`], or were queued before a frame that did was read. Another host may
     /// own the VIP by now and have answered them.
     pub stale_questions: u64,
+    /// ARP requests sent for the gossip peers when an interface came up
+    /// ([`Command::SetPeers`]).
+    pub peer_requests_sent: u64,
     /// Frames about each VIP, as MetalLB counts them per IP (kept after the VIP is released,
     /// as counters are).
     pub per_vip: BTreeMap<IpAddr, VipCounters>,
@@ -139,6 +145,20 @@ pub enum Command {
         /// The longest they are answered for.
         bound: Duration,
     },
+    /// The host's own gossip address and its gossip peers' addresses. When an interface that
+    /// holds `source` comes up (new, or its carrier back), one ARP request from `source` for
+    /// each IPv4 peer goes out on it. Why: while a link is down the kernel still creates
+    /// neighbour entries for whatever is sent (gossip keeps pinging), and an entry waiting for
+    /// an answer is retried only every `retrans_time` (1 s by default), so after the link
+    /// returns the host could reach no one, and no one it, for up to a second. A peer's kernel
+    /// answers the request (resolving our entry for it) and learns our address from it
+    /// (resolving its entry for us), within one round trip of the link's return.
+    SetPeers {
+        /// Our gossip address (the sender of the requests).
+        source: IpAddr,
+        /// The other members' gossip addresses.
+        peers: Vec<IpAddr>,
+    },
     /// Stop the driver.
     Shutdown,
 }
@@ -177,6 +197,11 @@ impl Handle {
     /// Replaces the set of owned VIPs.
     pub fn set_owned(&self, vips: Vec<Vip>) -> Result<(), Stopped> {
         self.send(Command::SetOwned(vips))
+    }
+
+    /// Sets the addresses [`Command::SetPeers`] resolves when an interface comes up.
+    pub fn set_peers(&self, source: IpAddr, peers: Vec<IpAddr>) -> Result<(), Stopped> {
+        self.send(Command::SetPeers { source, peers })
     }
 
     /// Changes the set of owned VIPs by these only.
@@ -220,6 +245,9 @@ pub struct Driver {
     stats: DriverStats,
     links: BTreeMap<u32, Link>,
     ipv6: BTreeMap<u32, BTreeSet<Ipv6Addr>>,
+    ipv4: BTreeMap<u32, BTreeSet<Ipv4Addr>>,
+    /// Our gossip address and the peers' ([`Command::SetPeers`]), IPv4 only.
+    peers: Option<(Ipv4Addr, Vec<Ipv4Addr>)>,
     responders: BTreeMap<u32, Responder>,
     /// Joins solicited-node groups at the IP layer, so that the kernel sends MLD reports and
     /// snooping switches forward the solicitations to us. `None` without IPv6.
@@ -256,6 +284,8 @@ impl Driver {
             stats: DriverStats::default(),
             links: BTreeMap::new(),
             ipv6: BTreeMap::new(),
+            ipv4: BTreeMap::new(),
+            peers: None,
             responders: BTreeMap::new(),
             mld: UdpSocket::bind("[::]:0").ok(),
             retry_at: None,
@@ -364,6 +394,21 @@ impl Driver {
                     self.sync_groups();
                     self.flush();
                 }
+                Ok(Command::SetPeers { source, peers }) => {
+                    self.peers = match source {
+                        IpAddr::V4(source) => Some((
+                            source,
+                            peers
+                                .into_iter()
+                                .filter_map(|p| match p {
+                                    IpAddr::V4(p) if p != source => Some(p),
+                                    _ => None,
+                                })
+                                .collect(),
+                        )),
+                        IpAddr::V6(_) => None,
+                    };
+                }
                 Ok(Command::Shutdown) => return false,
                 Err(mpsc::TryRecvError::Empty) => return true,
                 Err(mpsc::TryRecvError::Disconnected) => return false,
@@ -388,6 +433,7 @@ impl Driver {
         let events = netlink::dump(Duration::from_secs(5))?;
         self.links.clear();
         self.ipv6.clear();
+        self.ipv4.clear();
         self.apply(events);
         self.sync_interfaces(now);
         Ok(())
@@ -402,6 +448,15 @@ impl Driver {
                 Event::LinkRemoved(index) => {
                     self.links.remove(&index);
                     self.ipv6.remove(&index);
+                    self.ipv4.remove(&index);
+                }
+                Event::Address(index, IpAddr::V4(addr)) => {
+                    self.ipv4.entry(index).or_default().insert(addr);
+                }
+                Event::AddressRemoved(index, IpAddr::V4(addr)) => {
+                    if let Some(addrs) = self.ipv4.get_mut(&index) {
+                        addrs.remove(&addr);
+                    }
                 }
                 Event::Address(index, IpAddr::V6(addr)) => {
                     self.ipv6.entry(index).or_default().insert(addr);
@@ -411,7 +466,7 @@ impl Driver {
                         addrs.remove(&addr);
                     }
                 }
-                Event::Address(..) | Event::AddressRemoved(..) | Event::Overrun => {}
+                Event::Overrun => {}
             }
         }
     }
@@ -453,6 +508,7 @@ impl Driver {
                                 claims: None,
                             },
                         );
+                        self.request_peers(index, iface.mac);
                     }
                     Err(err) => {
                         self.log(format_args!("{}: cannot open socket: {err}", iface.name));
@@ -582,6 +638,29 @@ impl Driver {
                     self.stats.recv_errors += 1;
                     return;
                 }
+            }
+        }
+    }
+
+    /// An interface just came up: if it holds our gossip address, asks for each peer's
+    /// (see [`Command::SetPeers`]).
+    fn request_peers(&mut self, index: u32, mac: EthernetAddress) {
+        let Some((source, peers)) = &self.peers else {
+            return;
+        };
+        if !self.ipv4.get(&index).is_some_and(|a| a.contains(source)) {
+            return;
+        }
+        let Some(responder) = self.responders.get(&index) else {
+            return;
+        };
+        for peer in peers.iter().take(MAX_PEER_REQUESTS) {
+            match responder
+                .socket
+                .send(&vigil_l2::frames::arp_request(mac, *source, *peer))
+            {
+                Ok(()) => self.stats.peer_requests_sent += 1,
+                Err(_) => self.stats.send_errors += 1,
             }
         }
     }

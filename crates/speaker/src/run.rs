@@ -5,7 +5,7 @@
 //! (`vigil-l2-net`) and the host's addresses. Signals belong to the caller: `shutdown` is any
 //! future.
 
-use crate::core::{Action, MemberEventKind, SpeakerCore};
+use crate::core::{Action, MemberEventKind, MemberState, SpeakerCore};
 use crate::join::join_loop;
 use crate::local_address::LocalAddresses;
 use crate::model::{DesiredState, DesiredUpdate, StaticSettings};
@@ -252,6 +252,7 @@ where
         publish_spacing: PUBLISH_SPACING,
         publish_due: None,
         claim_rejoin_at: None,
+        peers: Vec::new(),
     };
     runner.publish(&core);
 
@@ -303,6 +304,7 @@ where
             _ = &mut first_join, if !core.joined() && !stopping => {
                 let view = runner.members().await;
                 runner.sink.members(&view);
+                runner.set_peers(&view);
                 core.handle_first_join(now(), view);
             }
             () = timer => core.handle_timeout(now()),
@@ -365,6 +367,8 @@ struct Runner<S> {
     publish_due: Option<Instant>,
     /// The earliest time a claim may start another push-pull with the dead.
     claim_rejoin_at: Option<Instant>,
+    /// The peers last given to the announcer.
+    peers: Vec<std::net::IpAddr>,
 }
 
 impl<S: StatusSink> Runner<S> {
@@ -443,7 +447,26 @@ impl<S: StatusSink> Runner<S> {
         };
         let view = self.members().await;
         self.sink.members(&view);
+        self.set_peers(&view);
         core.handle_members(now(), Some(kind), view);
+    }
+
+    /// Tells the announcer whom to ask for when a link comes back ([`Command::SetPeers`]):
+    /// every member but those that left and ourselves, the dead included (after a cut link,
+    /// the members this node declared dead are the ones it must reach again).
+    fn set_peers(&mut self, view: &[crate::core::Member]) {
+        let source = self.gossip.advertise_addr().ip();
+        let mut peers: Vec<std::net::IpAddr> = view
+            .iter()
+            .filter(|m| m.state != MemberState::Left && m.addr.ip() != source)
+            .map(|m| m.addr.ip())
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        if peers != self.peers {
+            self.peers.clone_from(&peers);
+            let _ = self.l2.set_peers(source, peers);
+        }
     }
 
     /// Logs what the announcer saw and hands it to the core; returns whether it saw any.
