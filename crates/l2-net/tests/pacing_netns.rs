@@ -8,29 +8,17 @@
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use vigil_l2::wire::{arp, ethernet};
 use vigil_l2::{InterfaceSet, Vip};
 use vigil_l2_net::{Driver, DriverConfig, Filter, PacketSocket, Selection};
 
+mod netns;
+use netns::{ifindex, ip};
+
 const MANY: u32 = 1_000;
 const INSIDE: &str = "VIGIL_PACING_NETNS_INSIDE";
-
-fn ip(args: &[&str]) {
-    let status = Command::new("ip").args(args).status().expect("ip");
-    assert!(status.success(), "ip {args:?}");
-}
-
-/// Deletes the namespace however the test ends.
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
 
 fn vips() -> Vec<Vip> {
     let base = u32::from(Ipv4Addr::new(198, 18, 0, 0));
@@ -40,14 +28,6 @@ fn vips() -> Vec<Vip> {
             interfaces: InterfaceSet::All,
         })
         .collect()
-}
-
-fn ifindex(name: &str) -> u32 {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
-        .expect("ifindex")
-        .trim()
-        .parse()
-        .expect("a number")
 }
 
 /// The VIP a gratuitous ARP frame announces, if it is one.
@@ -138,24 +118,10 @@ fn inside() {
 
 #[test]
 fn a_thousand_vips_taken_over_are_all_heard() {
-    if std::env::var_os(INSIDE).is_some() {
-        inside();
-        return;
-    }
-    let name = format!("vigil-pace-{}", std::process::id());
-    ip(&["netns", "add", &name]);
-    let _ns = Namespace(name.clone());
-    let exe = std::env::current_exe().expect("test binary");
-    let status = Command::new("ip")
-        .args(["netns", "exec", &name])
-        .arg(exe)
-        .args([
-            "--exact",
-            "a_thousand_vips_taken_over_are_all_heard",
-            "--nocapture",
-        ])
-        .env(INSIDE, "1")
-        .status()
-        .expect("ip netns exec");
-    assert!(status.success(), "the test inside the namespace failed");
+    netns::run_in_namespace(
+        "vigil-pace",
+        INSIDE,
+        "a_thousand_vips_taken_over_are_all_heard",
+        inside,
+    );
 }

@@ -11,40 +11,19 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vigil_l2::wire::ethernet::Address as EthernetAddress;
 use vigil_l2::wire::{arp, ethernet};
 use vigil_l2_net::{Driver, DriverConfig, Filter, Handle, PacketSocket, Selection};
 
+mod netns;
+use netns::{ifindex, ip, wait_until};
+
 const INSIDE: &str = "VIGIL_PEERS_NETNS_INSIDE";
 const TEST: &str = "a_link_back_up_asks_for_every_peer_from_the_gossip_address";
 const OURS: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const PEERS: [Ipv4Addr; 2] = [Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 3)];
-const GENEROUS: Duration = Duration::from_secs(10);
-
-fn ip(args: &[&str]) {
-    let status = Command::new("ip").args(args).status().expect("ip");
-    assert!(status.success(), "ip {args:?}");
-}
-
-/// Deletes the namespace however the test ends.
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn ifindex(name: &str) -> u32 {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
-        .expect("ifindex")
-        .trim()
-        .parse()
-        .expect("a number")
-}
 
 fn mac(name: &str) -> EthernetAddress {
     let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).expect("mac");
@@ -54,14 +33,6 @@ fn mac(name: &str) -> EthernetAddress {
         .map(|b| u8::from_str_radix(b, 16).expect("hex"))
         .collect();
     EthernetAddress(bytes.try_into().expect("six bytes"))
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + GENEROUS;
-    while !done() {
-        assert!(Instant::now() < end, "{what}: not within {GENEROUS:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// (sender MAC, sender address, target) of an ARP request, if `frame` is one.
@@ -186,20 +157,5 @@ fn inside() {
 
 #[test]
 fn a_link_back_up_asks_for_every_peer_from_the_gossip_address() {
-    if std::env::var_os(INSIDE).is_some() {
-        inside();
-        return;
-    }
-    let name = format!("vigil-peers-{}", std::process::id());
-    ip(&["netns", "add", &name]);
-    let _ns = Namespace(name.clone());
-    let exe = std::env::current_exe().expect("test binary");
-    let status = Command::new("ip")
-        .args(["netns", "exec", &name])
-        .arg(exe)
-        .args(["--exact", TEST, "--nocapture"])
-        .env(INSIDE, "1")
-        .status()
-        .expect("ip netns exec");
-    assert!(status.success(), "the test inside the namespace failed");
+    netns::run_in_namespace("vigil-peers", INSIDE, TEST, inside);
 }

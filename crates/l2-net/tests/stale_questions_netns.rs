@@ -15,10 +15,9 @@
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use vigil_l2::frames;
 use vigil_l2::wire::ethernet::Address as EthernetAddress;
@@ -26,6 +25,9 @@ use vigil_l2::wire::{arp, ethernet};
 use vigil_l2::{InterfaceSet, Vip};
 use vigil_l2_net::freshness::{QUESTION_MAX_AGE, is_stale};
 use vigil_l2_net::{Driver, DriverConfig, EventWaker, Filter, PacketSocket, Selection};
+
+mod netns;
+use netns::{ifindex, ip, wait_until};
 
 const INSIDE: &str = "VIGIL_STALE_NETNS_INSIDE";
 const TEST: &str = "questions_that_came_while_the_driver_was_held_off_are_dropped_and_counted";
@@ -35,29 +37,6 @@ const CLIENT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x51]);
 const RIVAL_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x52]);
 /// Questions of each kind.
 const QUESTIONS: u8 = 20;
-const GENEROUS: Duration = Duration::from_secs(10);
-
-fn ip(args: &[&str]) {
-    let status = Command::new("ip").args(args).status().expect("ip");
-    assert!(status.success(), "ip {args:?}");
-}
-
-/// Deletes the namespace however the test ends.
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn ifindex(name: &str) -> u32 {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
-        .expect("ifindex")
-        .trim()
-        .parse()
-        .expect("a number")
-}
 
 /// When a question is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,14 +68,6 @@ fn answered(frame: &[u8]) -> Option<Ipv4Addr> {
         && repr.source_protocol_addr == VIP
         && repr.target_protocol_addr != VIP)
         .then_some(repr.target_protocol_addr)
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + GENEROUS;
-    while !done() {
-        assert!(Instant::now() < end, "{what}: not within {GENEROUS:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Waits until the kernel stamps frames as they arrive, and returns the socket that keeps it
@@ -256,20 +227,5 @@ fn inside() {
 
 #[test]
 fn questions_that_came_while_the_driver_was_held_off_are_dropped_and_counted() {
-    if std::env::var_os(INSIDE).is_some() {
-        inside();
-        return;
-    }
-    let name = format!("vigil-stale-{}", std::process::id());
-    ip(&["netns", "add", &name]);
-    let _ns = Namespace(name.clone());
-    let exe = std::env::current_exe().expect("test binary");
-    let status = Command::new("ip")
-        .args(["netns", "exec", &name])
-        .arg(exe)
-        .args(["--exact", TEST, "--nocapture"])
-        .env(INSIDE, "1")
-        .status()
-        .expect("ip netns exec");
-    assert!(status.success(), "the test inside the namespace failed");
+    netns::run_in_namespace("vigil-stale", INSIDE, TEST, inside);
 }

@@ -154,6 +154,11 @@ impl Collector for L2Metrics {
                 s.stale_questions,
             ),
             (
+                "vigil_l2_peer_requests",
+                "ARP requests for the gossip peers sent as the interface holding the gossip address came up, so that both sides' neighbour entries resolve at once.",
+                s.peer_requests_sent,
+            ),
+            (
                 "vigil_l2_socket_errors",
                 "Packet sockets that could not be opened (retried each second).",
                 s.socket_errors,

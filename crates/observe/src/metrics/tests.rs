@@ -200,6 +200,7 @@ fn the_text_parses_and_carries_every_name_once() {
         ("vigil_l2_defended_total", "counter"),
         ("vigil_l2_send_errors_total", "counter"),
         ("vigil_l2_stale_questions_total", "counter"),
+        ("vigil_l2_peer_requests_total", "counter"),
         ("vigil_l2_interfaces", "gauge"),
         ("vigil_gossip_members", "gauge"),
         ("vigil_gossip_member_events_total", "counter"),
