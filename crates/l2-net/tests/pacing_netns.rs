@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use vigil_l2::wire::{arp, ethernet};
 use vigil_l2::{InterfaceSet, Vip};
-use vigil_l2_net::{Driver, DriverConfig, Filter, PacketSocket, Selection};
+use vigil_l2_net::{Driver, DriverConfig, Filter, PacketSocket};
 
 mod netns;
 use netns::{ifindex, ip};
@@ -49,11 +49,7 @@ fn take_over(announce_rate: Option<std::num::NonZeroU32>) -> (usize, Duration, u
             max_queued_transmits: 4 * MANY as usize,
             ..vigil_l2::Config::default()
         },
-        selection: Selection {
-            exclude: vec![],
-            exclude_matching: None,
-            include: Some(["p0".to_string()].into()),
-        },
+        selection: netns::only("p0"),
         verbose: false,
         on_events: None,
     };

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use vigil_l2::wire::ethernet::Address as EthernetAddress;
 use vigil_l2::wire::{arp, ethernet};
-use vigil_l2_net::{Driver, DriverConfig, Filter, Handle, PacketSocket, Selection};
+use vigil_l2_net::{Driver, DriverConfig, Filter, Handle, PacketSocket};
 
 mod netns;
 use netns::{ifindex, ip, wait_until};
@@ -97,11 +97,7 @@ fn inside() {
 
     let config = DriverConfig {
         announcer: vigil_l2::Config::default(),
-        selection: Selection {
-            exclude: vec![],
-            exclude_matching: None,
-            include: Some(["p0".to_string()].into()),
-        },
+        selection: netns::only("p0"),
         verbose: false,
         on_events: None,
     };

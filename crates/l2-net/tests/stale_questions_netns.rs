@@ -24,7 +24,7 @@ use vigil_l2::wire::ethernet::Address as EthernetAddress;
 use vigil_l2::wire::{arp, ethernet};
 use vigil_l2::{InterfaceSet, Vip};
 use vigil_l2_net::freshness::{QUESTION_MAX_AGE, is_stale};
-use vigil_l2_net::{Driver, DriverConfig, EventWaker, Filter, PacketSocket, Selection};
+use vigil_l2_net::{Driver, DriverConfig, EventWaker, Filter, PacketSocket};
 
 mod netns;
 use netns::{ifindex, ip, wait_until};
@@ -114,11 +114,7 @@ fn inside() {
 
     let config = DriverConfig {
         announcer: vigil_l2::Config::default(),
-        selection: Selection {
-            exclude: vec![],
-            exclude_matching: None,
-            include: Some(["p0".to_string()].into()),
-        },
+        selection: netns::only("p0"),
         verbose: false,
         on_events: Some(EventWaker::new({
             let wakes = Arc::clone(&wakes);

@@ -7,6 +7,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use vigil_l2_net::Selection;
+
 /// The bound of every wait: failing only when something never happens.
 pub(crate) const GENEROUS: Duration = Duration::from_secs(10);
 
@@ -63,4 +65,13 @@ pub(crate) fn run_in_namespace(prefix: &str, inside_var: &str, test: &str, insid
         .status()
         .expect("ip netns exec");
     assert!(status.success(), "the test inside the namespace failed");
+}
+
+/// The driver's selection of one interface, `name`, alone.
+pub(crate) fn only(name: &str) -> Selection {
+    Selection {
+        exclude: vec![],
+        exclude_matching: None,
+        include: Some([name.to_string()].into()),
+    }
 }
