@@ -195,8 +195,15 @@ enum Started {
     Vigil,
 }
 
-/// Every IP answered: first settled (one host answering, bounded), then [`QUESTIONS`] ARP
-/// questions each, every one answered by exactly one host. Returns the answers counted.
+/// Every IP answered: first settled (the node MetalLB's election ranks first answering
+/// alone, bounded), then [`QUESTIONS`] ARP questions each, every one answered by exactly one
+/// host. Returns the answers counted.
+///
+/// Settled means by the election's first node, not by any one host: a speaker that has not
+/// yet heard of a newcomer answers alone for a while, then both do. A MetalLB speaker back on
+/// a node claimed its VIPs on joining memberlist while its peer learned of the join a second
+/// later (the peer had seen the leaving vigil speaker leave, and the newcomer had to refute
+/// that before the peer re-elected), and a settle on the peer's lone answers saw two.
 ///
 /// After a MetalLB speaker started, an IP still unanswered after [`NUDGE_AFTER`] gets every
 /// Service touched, once, and the full [`LIMIT`] again: MetalLB v0.16.2 without memberlist
@@ -221,21 +228,26 @@ fn all_answered(
             Started::MetalLb if !nudged => NUDGE_AFTER,
             _ => LIMIT,
         };
-        let mut settled = c.wait_single_answer(*ip, first_wait, || programs.check_running());
+        // Both speakers run: the VIP is the election's first node's, MetalLB's or vigil's.
+        let owner = c.first(IpAddr::V4(*ip));
+        let settle = |limit, programs: &mut Programs| {
+            c.wait_single_answer_from(*ip, Some(&owner), limit, || programs.check_running())
+        };
+        let mut settled = settle(first_wait, programs);
         if let Err(last) = &settled
             && first_wait == NUDGE_AFTER
         {
             eprintln!(
-                "{when}: {ip} not answered by one host after {NUDGE_AFTER:?} ({last:?}): \
+                "{when}: {ip} not answered by {owner} alone after {NUDGE_AFTER:?} ({last:?}): \
                  MetalLB's election before its Node cache filled; every Service touched"
             );
             touch_services(c);
             nudged = true;
-            settled = c.wait_single_answer(*ip, LIMIT, || programs.check_running());
+            settled = settle(LIMIT, programs);
         }
         if let Err(last) = settled {
             panic!(
-                "{when}: {ip} not answered by one host: {last:?}\n{}",
+                "{when}: {ip} not answered by {owner} alone: {last:?}\n{}",
                 programs.log_tails(40)
             );
         }

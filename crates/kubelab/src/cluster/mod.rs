@@ -547,13 +547,28 @@ impl Cluster {
         &self,
         ip: Ipv4Addr,
         limit: Duration,
+        between: impl FnMut(),
+    ) -> Result<String, Vec<ArpAnswer>> {
+        self.wait_single_answer_from(ip, None, limit, between)
+    }
+
+    /// [`Self::wait_single_answer`], settled only by `node`'s answers when it is given: a
+    /// host that holds the VIP alone for a while before the node the election ranks first
+    /// takes it (a speaker that has not yet heard of a newcomer) does not settle it.
+    pub fn wait_single_answer_from(
+        &self,
+        ip: Ipv4Addr,
+        node: Option<&str>,
+        limit: Duration,
         mut between: impl FnMut(),
     ) -> Result<String, Vec<ArpAnswer>> {
         let end = Instant::now() + limit;
+        let wanted = node.map(|n| self.mac(n));
         let mut streak: Option<(String, usize)> = None;
         loop {
             let answers = self.arp(ip, Duration::from_millis(200));
             streak = match (answers.as_slice(), streak) {
+                ([one], _) if wanted.is_some_and(|mac| mac != one.mac) => None,
                 ([one], Some((mac, n))) if one.mac == mac => Some((mac, n + 1)),
                 ([one], _) => Some((one.mac.clone(), 1)),
                 _ => None,
