@@ -116,6 +116,22 @@ pub struct Scenario {
     pub log_packets: bool,
 }
 
+/// How often a node that restarted joins again while it misses members, as the speaker's
+/// `gossip.rejoin_interval` (5 s).
+const REJOIN_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Whether every running node and `node` hold each other alive.
+fn everyone_holds_alive(s: &Sim, node: NodeId) -> bool {
+    let alive = |by: NodeId, of: NodeId| {
+        s.engine(by)
+            .and_then(|e| e.member(&crate::net::name_of(of)))
+            .is_some_and(|m| m.state == MemberState::Alive)
+    };
+    s.running()
+        .filter(|&n| n != node)
+        .all(|n| alive(n, node) && alive(node, n))
+}
+
 impl Scenario {
     /// Defaults for a scenario: 10 trials, 60 s, a clean LAN.
     pub fn new(kind: ScenarioKind, nodes: usize, profile: Profile, seed: u64) -> Self {
@@ -246,15 +262,21 @@ impl Scenario {
                 .copied()
                 .collect();
             sim.restart(victim, &seeds);
-            let name = crate::net::name_of(victim);
             let deadline = sim.now() + self.detect_limit() + self.gossip().push_pull_interval * 4;
-            let back = sim.run_until_cond(deadline, step * 5, |s| {
-                s.running().all(|n| {
-                    s.engine(n)
-                        .and_then(|e| e.member(&name))
-                        .is_some_and(|m| m.state == MemberState::Alive)
-                })
-            });
+            let back = loop {
+                // The speaker joins again every `rejoin_interval` while it misses members: a
+                // join whose push/pulls all fail (lossy TCP handshakes) leaves the restarted
+                // node knowing nobody, so that it would not see the next crash.
+                let until = (sim.now() + REJOIN_INTERVAL).min(deadline);
+                if sim.run_until_cond(until, step * 5, |s| everyone_holds_alive(s, victim)) {
+                    break true;
+                }
+                if sim.now() >= deadline {
+                    break false;
+                }
+                sim.join(victim, &seeds);
+            };
+            let name = crate::net::name_of(victim);
             if !back {
                 report
                     .notes

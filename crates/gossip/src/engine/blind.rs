@@ -21,13 +21,17 @@
 //!   happened while we were away (our own death, which we then refute) within one round trip
 //!   instead of at the next periodic exchange.
 //!
-//! Members declared dead the ordinary way (heard from others, gossiped) are pinged too, more
-//! slowly ([`REDIAL_ROUNDS`] probe intervals, for `gossip_to_the_dead_time`): a split whose
-//! sides each heard their own (a firewall between racks) leaves each side holding the other
-//! dead, and nothing in memberlist talks to the dead until a rejoin (seconds) while both sides
-//! answer for the same addresses. An ack from such a member starts a push/pull with it: it
-//! hears we hold it dead and refutes, we hear what it holds of us and refute, and both sides
-//! merge within a round trip and a gossip round.
+//! Members declared dead the ordinary way (heard from others, gossiped) are pinged too: every
+//! probe interval for the first [`EAGER_REDIAL_ROUNDS`] after the death, then every
+//! [`REDIAL_ROUNDS`], until `gossip_to_the_dead_time`. A split whose sides each heard their
+//! own (a firewall between racks) leaves each side holding the other dead, and nothing in
+//! memberlist talks to the dead until a rejoin (seconds) while both sides answer for the same
+//! addresses. An ack from such a member starts a push/pull with it: it hears we hold it dead
+//! and refutes, we hear what it holds of us and refute, and both sides merge within a round
+//! trip and a gossip round. Short splits (a firewall reload, a switch port flapping) are the
+//! common ones and a client notices each of their milliseconds, so a young death is pinged as
+//! often as a live member is probed; an old one is most likely a real death, and its pings
+//! only cost traffic.
 //!
 //! A false "blind" (we were connected but heard nothing for the whole suspicion, e.g. a
 //! two-member cluster) only means the verdict spreads by the others' own probes instead of
@@ -57,14 +61,22 @@ use std::time::Instant;
 /// the episode ends anyway: a cluster whose TCP is blocked must not keep us silent for ever.
 pub(super) const RECONNECT_BOUND: Duration = Duration::from_secs(1);
 
-/// Probe intervals between pings to members declared dead the ordinary way.
+/// Probe intervals between pings to members declared dead the ordinary way, once the death
+/// is older than [`EAGER_REDIAL_ROUNDS`] probe intervals.
 pub(super) const REDIAL_ROUNDS: u32 = 4;
+
+/// For this many probe intervals after a member was declared dead the ordinary way (5 s in
+/// the fast profile), it is pinged every probe interval: a split healed in that time merges
+/// within a probe interval and a round trip.
+pub(super) const EAGER_REDIAL_ROUNDS: u32 = 100;
 
 /// A member declared dead the ordinary way, pinged now and then while its death is recent.
 #[derive(Debug)]
 struct Redial {
     name: Arc<str>,
     died: Instant,
+    /// When it is pinged next.
+    due: Instant,
     ping_seq: Option<u32>,
 }
 
@@ -101,7 +113,8 @@ pub(super) struct Blind {
     /// Whether a revival has already started its catch-up push/pull since the last blind
     /// death: one exchange is enough to learn the cluster's state.
     caught_up: bool,
-    /// Members declared dead recently, pinged every [`REDIAL_ROUNDS`] probe intervals.
+    /// Members declared dead recently, pinged every probe interval, later every
+    /// [`REDIAL_ROUNDS`].
     redials: Vec<Redial>,
     next_redial: Option<Instant>,
     /// When the engine last ran (an input or a timeout), to see our own stalls.
@@ -431,13 +444,23 @@ impl Membership {
             return;
         }
         self.blind.redials.retain(|r| r.name != name);
+        let due = now + self.config.probe_interval;
         self.blind.redials.push(Redial {
             name,
             died: now,
+            due,
             ping_seq: None,
         });
-        if self.blind.next_redial.is_none() {
-            self.blind.next_redial = Some(now + self.config.probe_interval * REDIAL_ROUNDS);
+        self.blind.next_redial = Some(self.blind.next_redial.map_or(due, |t| t.min(due)));
+    }
+
+    /// How long after its last ping a member dead since `died` is pinged again.
+    fn redial_gap(&self, died: Instant, now: Instant) -> Duration {
+        let probe = self.config.probe_interval;
+        if now.saturating_duration_since(died) < probe * EAGER_REDIAL_ROUNDS {
+            probe
+        } else {
+            probe * REDIAL_ROUNDS
         }
     }
 
@@ -446,13 +469,10 @@ impl Membership {
         self.blind.next_redial
     }
 
-    /// Pings each recently dead member that is still dead and not held blind (those have
+    /// Pings each recently dead member that is due, still dead and not held blind (those have
     /// their own pings); forgets those dead longer than `gossip_to_the_dead_time`.
     pub(super) fn redial_tick(&mut self, now: Instant) {
-        let Some(due) = self.blind.next_redial else {
-            return;
-        };
-        if now < due {
+        if self.blind.next_redial.is_none_or(|due| now < due) {
             return;
         }
         let keep_for = self.config.gossip_to_the_dead_time;
@@ -464,6 +484,12 @@ impl Membership {
                     .is_some_and(|i| members.list[i].state == MemberState::Dead)
         });
         for k in 0..self.blind.redials.len() {
+            let Redial { due, died, .. } = self.blind.redials[k];
+            if now < due {
+                continue;
+            }
+            let gap = self.redial_gap(died, now);
+            self.blind.redials[k].due = advance(due, gap, now);
             let name = self.blind.redials[k].name.clone();
             if self.held_blind(&name) {
                 continue;
@@ -473,15 +499,7 @@ impl Membership {
                 self.stats.dead_pings += 1;
             }
         }
-        self.blind.next_redial = if self.blind.redials.is_empty() {
-            None
-        } else {
-            Some(advance(
-                due,
-                self.config.probe_interval * REDIAL_ROUNDS,
-                now,
-            ))
-        };
+        self.blind.next_redial = self.blind.redials.iter().map(|r| r.due).min();
     }
 
     /// An ack arrived; if it answers a ping to a recently dead member, that member lives
