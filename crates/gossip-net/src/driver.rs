@@ -125,6 +125,7 @@ enum Command {
     Join(Vec<SocketAddr>, oneshot::Sender<usize>),
     Leave(Duration, oneshot::Sender<()>),
     SetMeta(Vec<u8>, oneshot::Sender<Result<(), ConfigError>>),
+    ConfirmAlive,
     Broadcast(Option<String>, Vec<u8>),
     SendUser(SocketAddr, Vec<u8>, bool),
     InstallKey(Box<SecretKey>),
@@ -288,6 +289,12 @@ impl Memberlist {
     /// Replaces our metadata and gossips it.
     pub async fn set_meta(&self, meta: Vec<u8>) -> Result<(), Error> {
         Ok(self.ask(|tx| Command::SetMeta(meta, tx)).await??)
+    }
+
+    /// Asks every live member to acknowledge our alive state, at a new incarnation
+    /// (`Membership::confirm_alive`); `Event::HeardBack` says when all have.
+    pub fn confirm_alive(&self) -> Result<(), Error> {
+        self.send(Command::ConfirmAlive)
     }
 
     /// Queues an application broadcast (piggy-backed on gossip); `key` replaces a queued one.
@@ -693,6 +700,7 @@ impl Driver {
             Command::SetMeta(meta, reply) => {
                 let _ = reply.send(self.engine.set_meta(now, meta));
             }
+            Command::ConfirmAlive => self.engine.confirm_alive(now),
             Command::Broadcast(key, msg) => self.engine.broadcast_user(key.as_deref(), msg),
             Command::SendUser(to, msg, reliable) => self.engine.send_user(now, to, msg, reliable),
             Command::InstallKey(key) => self.engine.install_key(*key),

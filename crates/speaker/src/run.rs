@@ -616,6 +616,11 @@ impl<S: StatusSink> Runner<S> {
                         error!(event = "meta_failed", error = %e, "cannot publish node metadata");
                     }
                 }
+                Action::ConfirmAlive => {
+                    if self.gossip.confirm_alive().is_err() {
+                        error!(event = "gossip_stopped", "the gossip driver has stopped");
+                    }
+                }
                 Action::SetSeeds(seeds) => {
                     let _ = self.seeds.send(seeds.clone());
                 }

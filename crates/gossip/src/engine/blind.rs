@@ -254,6 +254,20 @@ impl Membership {
         }
     }
 
+    /// Asks every live member to confirm that it holds us alive: a new incarnation (so that
+    /// our alive overrides whatever death or suspicion of us a member still holds, whether or
+    /// not we have heard of it), sent with a ping to each; [`Event::HeardBack`] when all have
+    /// acknowledged within a probe interval. For an application that stays silent after a
+    /// split until the other side hears it (the speaker's majority guard); the reconnection
+    /// after a cut-off does the same by itself.
+    pub fn confirm_alive(&mut self, now: Instant) {
+        if self.leaving {
+            return;
+        }
+        self.bump_incarnation(now, self.incarnation);
+        self.tell_everyone_alive(now);
+    }
+
     /// Sends our alive state (as it is now, after any refutation the catch-up made) with a
     /// ping to every live member. Why: the application stays silent after a reconnection
     /// until the others hold us alive again (else they defend what they took over from us

@@ -1405,6 +1405,34 @@ fn a_reconnected_node_hears_when_everyone_holds_it_alive() {
     assert_eq!(net.nodes[0].stats().heard_back_pings, 0);
 }
 
+/// `confirm_alive` (the speaker's guard after a regained majority): a new incarnation, sent
+/// with a ping to every live member, and `HeardBack` once all have acknowledged, by when each
+/// holds us alive at that incarnation. A member that does not answer keeps it from coming.
+#[test]
+fn confirm_alive_hears_back_from_every_live_member() {
+    let heard_back = |net: &Net, i| net.count(i, |e| matches!(e, Event::HeardBack { members: 4 }));
+    let mut net = Net::joined(5, Config::fast(), 85);
+    let before = net.nodes[0].incarnation();
+    let now = net.now;
+    net.nodes[0].confirm_alive(now);
+    net.pump();
+    assert_eq!(net.nodes[0].incarnation(), before + 1);
+    net.run_for(Config::fast().probe_interval);
+    assert_eq!(heard_back(&net, 0), 1);
+    for i in 1..5 {
+        let m = net.nodes[i].member("node-0").expect("known");
+        assert_eq!((m.state, m.incarnation), (MemberState::Alive, before + 1));
+    }
+    assert_eq!(net.nodes[0].stats().heard_back_pings, 4);
+    // Node 4 is gone but not yet suspected: no acknowledgement from it, no HeardBack.
+    net.down.insert(4);
+    let now = net.now;
+    net.nodes[0].confirm_alive(now);
+    net.pump();
+    net.run_for(Config::fast().probe_interval * 2);
+    assert_eq!(heard_back(&net, 0), 1, "only the first");
+}
+
 /// A node that did not run for longer than anyone needs to declare it dead (a frozen
 /// process) reports a cut-off at its first turn back, and reconnects through a push/pull.
 #[test]

@@ -218,10 +218,10 @@ pub enum Event {
         /// How long the episode lasted.
         after: Duration,
     },
-    /// After [`Event::Reconnected`] (with `Config::hold_blind_verdicts`): every member live
-    /// then acknowledged a ping sent together with our alive state as it is now (refutation
-    /// included), so each of them holds us alive. Not raised if one did not answer within a
-    /// probe interval. vigil only.
+    /// After [`Event::Reconnected`] (with `Config::hold_blind_verdicts`) or
+    /// `Membership::confirm_alive`: every member live then acknowledged a ping sent together
+    /// with our alive state as it is now (refutation included), so each of them holds us
+    /// alive. Not raised if one did not answer within a probe interval. vigil only.
     HeardBack {
         /// The members that acknowledged.
         members: usize,
@@ -291,8 +291,8 @@ pub struct Stats {
     pub blind_pings: u64,
     /// Members held dead blind that turned out alive (an ack, or the cluster's word).
     pub blind_revivals: u64,
-    /// Pings sent with our alive state to every live member after a reconnection
-    /// (`Event::HeardBack`).
+    /// Pings sent with our alive state to every live member after a reconnection or on
+    /// `Membership::confirm_alive` (`Event::HeardBack`).
     pub heard_back_pings: u64,
     /// Times we found ourselves cut off (`Event::CutOff`).
     pub cut_offs: u64,

@@ -25,6 +25,9 @@
 //!   survivor that already hears it hands its VIPs over (answering until this node claims
 //!   them, up to the speaker's handover bound of 1 s), so the switch back is one gratuitous
 //!   announcement from this node, and the survivor stops when it hears it.
+//! - **Majority regained** (the majority guard): the same quiet, ended sooner once every live
+//!   member has acknowledged this node's alive state at a new incarnation (the speaker asks
+//!   gossip to confirm it: `Action::ConfirmAlive`).
 //! - **Cut off**: gossip may report it heard no one, or did not run, for as long as the others
 //!   need to declare this node dead (`vigil_gossip::Event::CutOff`, the fast profile): then
 //!   it is isolated at once, whatever its view says (a frozen process thaws with everyone
@@ -121,7 +124,9 @@ pub struct Isolation {
     rejoin_quiet: Duration,
     /// How much of it is left once every member acknowledged this node's alive state.
     heard_back_quiet: Duration,
-    /// The members live (this node included) when the last isolation began.
+    /// The members live (this node included) when the last isolation began, or when the
+    /// majority guard's view regained its majority: the quiet is cut short only once as many
+    /// are live and have acknowledged this node.
     known_before: usize,
     /// Every member asked after the last reconnection acknowledged this node's alive state
     /// ([`heard_back`](Self::heard_back)); the quiet is cut short once as many members are
@@ -289,16 +294,21 @@ impl Isolation {
     }
 
     /// The split-brain guard lets this node announce again after a split (its view regained
-    /// a majority, most often by a push/pull that merged the other side at once): silent for
-    /// the rejoin quiet first, so that the others hear it alive before it claims anything (they
-    /// would defend their VIPs against a claim from a member they still hold dead). Returns
-    /// whether [`silenced`](Self::silenced) changed.
-    pub fn majority_regained(&mut self, now: Instant) -> bool {
+    /// a majority, most often by a push/pull that merged the other side at once, with `live`
+    /// members live, this node included): silent for the rejoin quiet first, so that the
+    /// others hear it alive before it claims anything (they would defend their VIPs against a
+    /// claim from a member they still hold dead). The quiet ends sooner once those members
+    /// have acknowledged this node's alive state ([`heard_back`](Self::heard_back), after the
+    /// speaker asked gossip to confirm it). Returns whether [`silenced`](Self::silenced)
+    /// changed.
+    pub fn majority_regained(&mut self, now: Instant, live: usize) -> bool {
         let before = self.silenced();
         if self.state == State::Connected {
             self.state = State::Rejoining {
                 until: now + self.rejoin_quiet,
             };
+            self.known_before = live;
+            self.heard_back = false;
         }
         before != self.silenced()
     }

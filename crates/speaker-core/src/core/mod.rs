@@ -136,6 +136,10 @@ pub enum Action {
     Reannounce,
     /// Publish this node's gossip metadata.
     PublishMeta(NodeMeta),
+    /// Ask every live member to acknowledge this node's alive state
+    /// (`vigil_gossip::Membership::confirm_alive`): the split-brain guard's rejoin quiet
+    /// after a regained majority ends once all have ([`SpeakerCore::handle_heard_back`]).
+    ConfirmAlive,
     /// The seeds to join and re-join changed.
     SetSeeds(Vec<String>),
     /// Notice: the fail-back hold-down ended (`skipped`: at the first join, a cold start).
@@ -435,7 +439,11 @@ impl SpeakerCore {
             .isolation
             .observe(now, &self.node, self.election.members());
         if regained {
-            silence_changed |= self.isolation.majority_regained(now);
+            let live = self.election.members().iter().filter(|m| m.live()).count();
+            if self.isolation.majority_regained(now, live) {
+                silence_changed = true;
+                self.actions.push_back(Action::ConfirmAlive);
+            }
         }
         if silence_changed {
             self.election.set_isolated(self.isolation.silenced());
@@ -484,8 +492,8 @@ impl SpeakerCore {
         }
     }
 
-    /// Every member live after the reconnection holds this node alive
-    /// (`vigil_gossip::Event::HeardBack`): the rejoin quiet may end sooner.
+    /// Every member live after the reconnection (or after [`Action::ConfirmAlive`]) holds this
+    /// node alive (`vigil_gossip::Event::HeardBack`): the rejoin quiet may end sooner.
     pub fn handle_heard_back(&mut self, now: Instant) {
         self.tick(now);
         if self.stopping() {

@@ -635,6 +635,51 @@ fn the_split_brain_guard_silences_a_minority() {
     assert_eq!(core.status().quorum, StatusQuorum { live: 1, needed: 2 });
 }
 
+/// A minority that regains its majority stays quiet for the rejoin quiet, asks gossip to
+/// confirm its alive state, and claims again soon after every live member has acknowledged it
+/// (`Event::HeardBack`) instead of at the end of the quiet.
+#[test]
+fn a_regained_majority_asks_for_confirmation_and_ends_its_quiet_on_it() {
+    let t0 = Instant::now();
+    let mut d = desired();
+    d.expected_members = Some(3);
+    let mut core = SpeakerCore::new(&settings("node-a", None, false), d, t0);
+    let two = |b| view(&[("node-a", MemberState::Alive), ("node-b", b)]);
+    core.handle_first_join(t0, two(MemberState::Alive));
+    core.handle_members(t0, Some(MemberEventKind::Dead), two(MemberState::Dead));
+    let _ = drain(&mut core);
+    assert!(core.owned_vips().is_empty(), "the guard holds");
+    let t1 = t0 + Duration::from_secs(2);
+    core.handle_members(t1, Some(MemberEventKind::Join), two(MemberState::Alive));
+    let actions = drain(&mut core);
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| **a == Action::ConfirmAlive)
+            .count(),
+        1,
+        "{actions:?}"
+    );
+    assert!(
+        core.owned_vips().is_empty(),
+        "quiet after the majority came back"
+    );
+    let quiet_end = core.poll_timeout().expect("the quiet ends");
+    let heard = t1 + Duration::from_millis(2);
+    core.handle_heard_back(heard);
+    let sooner = core.poll_timeout().expect("the quiet ends");
+    assert!(sooner < quiet_end, "{sooner:?} !< {quiet_end:?}");
+    core.handle_timeout(sooner);
+    assert!(!core.owned_vips().is_empty(), "claims once heard back");
+    // A view change that keeps the majority asks nothing more.
+    core.handle_members(
+        sooner,
+        Some(MemberEventKind::Update),
+        two(MemberState::Alive),
+    );
+    assert!(!drain(&mut core).contains(&Action::ConfirmAlive));
+}
+
 #[test]
 fn a_join_while_owning_reannounces() {
     let t0 = Instant::now();
