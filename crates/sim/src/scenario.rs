@@ -120,16 +120,18 @@ pub struct Scenario {
 /// `gossip.rejoin_interval` (5 s).
 const REJOIN_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Whether node `by` runs and holds `of` alive.
+fn holds_alive(s: &Sim, by: NodeId, of: NodeId) -> bool {
+    s.engine(by)
+        .and_then(|e| e.member(&crate::net::name_of(of)))
+        .is_some_and(|m| m.state == MemberState::Alive)
+}
+
 /// Whether every running node and `node` hold each other alive.
 fn everyone_holds_alive(s: &Sim, node: NodeId) -> bool {
-    let alive = |by: NodeId, of: NodeId| {
-        s.engine(by)
-            .and_then(|e| e.member(&crate::net::name_of(of)))
-            .is_some_and(|m| m.state == MemberState::Alive)
-    };
     s.running()
         .filter(|&n| n != node)
-        .all(|n| alive(n, node) && alive(node, n))
+        .all(|n| holds_alive(s, n, node) && holds_alive(s, node, n))
 }
 
 impl Scenario {
@@ -369,15 +371,10 @@ impl Scenario {
                 s.metrics().suspected[victim] > suspected
             });
             sim.thaw(victim);
-            let name = crate::net::name_of(victim);
             let deadline = sim.now() + settle;
             let back = sim.run_until_cond(deadline, step, |s| {
-                s.running().all(|n| {
-                    n == victim
-                        || s.engine(n)
-                            .and_then(|e| e.member(&name))
-                            .is_some_and(|m| m.state == MemberState::Alive)
-                })
+                s.running()
+                    .all(|n| n == victim || holds_alive(s, n, victim))
             });
             sim.run_for(c.probe_interval * 10);
             let refuted = sim.engine(victim).map_or(0, |e| e.incarnation()) > incarnation;

@@ -283,9 +283,14 @@ impl Election {
         self.isolated = isolated;
     }
 
+    /// The members live in the view, this node included.
+    pub(crate) fn live_count(&self) -> usize {
+        self.members.iter().filter(|m| m.live()).count()
+    }
+
     /// Whether the split-brain guard lets this node announce (always, without the guard).
     pub(crate) fn guard_holds(&self) -> bool {
-        self.members.iter().filter(|m| m.live()).count() >= self.guard_needed()
+        self.live_count() >= self.guard_needed()
     }
 
     /// The live members the split-brain guard alone needs (0 without it).

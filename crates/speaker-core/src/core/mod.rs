@@ -438,12 +438,13 @@ impl SpeakerCore {
         let mut silence_changed = self
             .isolation
             .observe(now, &self.node, self.election.members());
-        if regained {
-            let live = self.election.members().iter().filter(|m| m.live()).count();
-            if self.isolation.majority_regained(now, live) {
-                silence_changed = true;
-                self.actions.push_back(Action::ConfirmAlive);
-            }
+        if regained
+            && self
+                .isolation
+                .majority_regained(now, self.election.live_count())
+        {
+            silence_changed = true;
+            self.actions.push_back(Action::ConfirmAlive);
         }
         if silence_changed {
             self.election.set_isolated(self.isolation.silenced());
@@ -499,7 +500,7 @@ impl SpeakerCore {
         if self.stopping() {
             return;
         }
-        let live = self.election.members().iter().filter(|m| m.live()).count();
+        let live = self.election.live_count();
         if self.isolation.heard_back(now, live) {
             self.election.set_isolated(self.isolation.silenced());
             self.resync(now, Trigger::View);
@@ -935,7 +936,7 @@ impl SpeakerCore {
                 }
             }
         }
-        let live = self.election.members().iter().filter(|m| m.live()).count();
+        let live = self.election.live_count();
         self.actions.push_back(Action::Elected {
             trigger,
             live,

@@ -603,29 +603,27 @@ fn a_new_desired_state_changes_only_what_it_brings() {
     assert!(before.iter().all(|v| owned(&core).contains(&v.addr)));
 }
 
-#[test]
-fn the_split_brain_guard_silences_a_minority() {
-    let t0 = Instant::now();
+/// node-a with the majority guard (3 members expected), joined with node-b alive.
+fn guarded_pair(t0: Instant) -> SpeakerCore {
     let mut d = desired();
     d.expected_members = Some(3);
     let mut core = SpeakerCore::new(&settings("node-a", None, false), d, t0);
-    core.handle_first_join(
-        t0,
-        view(&[
-            ("node-a", MemberState::Alive),
-            ("node-b", MemberState::Alive),
-        ]),
-    );
+    core.handle_first_join(t0, pair(MemberState::Alive));
+    core
+}
+
+/// node-a alive, node-b in `b`.
+fn pair(b: MemberState) -> Vec<Member> {
+    view(&[("node-a", MemberState::Alive), ("node-b", b)])
+}
+
+#[test]
+fn the_split_brain_guard_silences_a_minority() {
+    let t0 = Instant::now();
+    let mut core = guarded_pair(t0);
     let _ = drain(&mut core);
     let mine = owned(&core);
-    core.handle_members(
-        t0,
-        Some(MemberEventKind::Dead),
-        view(&[
-            ("node-a", MemberState::Alive),
-            ("node-b", MemberState::Dead),
-        ]),
-    );
+    core.handle_members(t0, Some(MemberEventKind::Dead), pair(MemberState::Dead));
     let actions = drain(&mut core);
     assert!(core.owned_vips().is_empty());
     for vip in mine {
@@ -641,16 +639,12 @@ fn the_split_brain_guard_silences_a_minority() {
 #[test]
 fn a_regained_majority_asks_for_confirmation_and_ends_its_quiet_on_it() {
     let t0 = Instant::now();
-    let mut d = desired();
-    d.expected_members = Some(3);
-    let mut core = SpeakerCore::new(&settings("node-a", None, false), d, t0);
-    let two = |b| view(&[("node-a", MemberState::Alive), ("node-b", b)]);
-    core.handle_first_join(t0, two(MemberState::Alive));
-    core.handle_members(t0, Some(MemberEventKind::Dead), two(MemberState::Dead));
+    let mut core = guarded_pair(t0);
+    core.handle_members(t0, Some(MemberEventKind::Dead), pair(MemberState::Dead));
     let _ = drain(&mut core);
     assert!(core.owned_vips().is_empty(), "the guard holds");
     let t1 = t0 + Duration::from_secs(2);
-    core.handle_members(t1, Some(MemberEventKind::Join), two(MemberState::Alive));
+    core.handle_members(t1, Some(MemberEventKind::Join), pair(MemberState::Alive));
     let actions = drain(&mut core);
     assert_eq!(
         actions
@@ -675,7 +669,7 @@ fn a_regained_majority_asks_for_confirmation_and_ends_its_quiet_on_it() {
     core.handle_members(
         sooner,
         Some(MemberEventKind::Update),
-        two(MemberState::Alive),
+        pair(MemberState::Alive),
     );
     assert!(!drain(&mut core).contains(&Action::ConfirmAlive));
 }
