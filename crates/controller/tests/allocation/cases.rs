@@ -223,7 +223,8 @@ fn allocation_cases_raise_metallbs_events() {
         // The other class's Service was never touched.
         let s = get(c, APP, "other-class").await;
         assert!(ingress(&s).is_empty() && pool_of(&s).is_none());
-        assert!(events(c, APP, "other-class").await.is_empty());
+        let evs = events(c, APP, "other-class").await;
+        assert!(evs.is_empty(), "{evs:?}");
         // Nothing holds an IP another holds, except the sharing pair.
         let list = svcs.list(&Default::default()).await.unwrap();
         let mut seen = std::collections::BTreeMap::new();

@@ -65,7 +65,8 @@ fn lb_class_flag_and_namespace_selectors() {
 
         let s = get(c, "green", "classless").await;
         assert!(ingress(&s).is_empty() && pool_of(&s).is_none());
-        assert!(events(c, "green", "classless").await.is_empty());
+        let evs = events(c, "green", "classless").await;
+        assert!(evs.is_empty(), "{evs:?}");
     });
     replica.stop().unwrap();
 }

@@ -326,7 +326,10 @@ pub async fn wait_ingress(client: &Client, ns: &str, name: &str, want: &[&str]) 
     .await
 }
 
-/// The events (events.k8s.io/v1) about Service `ns/name`, as (type, reason, note).
+/// The events (events.k8s.io/v1) the controller wrote about Service `ns/name`, as (type,
+/// reason, note). Only the controller's: kube-apiserver's node-port and cluster-IP repair
+/// loops write their own Warnings on Services (`PortNotAllocated` when a Service was created
+/// between their snapshot and their list), on any Service, whatever its class.
 pub async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, String, String)> {
     let api: Api<Event> = Api::namespaced(client.clone(), ns);
     api.list(&ListParams::default())
@@ -335,6 +338,7 @@ pub async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, Strin
         .items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reporting_controller.as_deref() == Some(vigil_controller::FIELD_MANAGER))
         .map(|e| {
             (
                 e.type_.unwrap_or_default(),
