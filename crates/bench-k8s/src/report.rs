@@ -299,6 +299,22 @@ fn scale_ratio_tables(
         ratio_row(out, "one more Service to first ARP, max (ms)", v, m, 0);
         let (v, m) = pair(&|s| s.drain.map(secs));
         ratio_row(out, "drained (s)", v, m, 1);
+        let (v, m) = pair(&|s| Some(secs(s.delete_took)));
+        ratio_row(
+            out,
+            "the bench's deletes took (s; a floor under the drain)",
+            v,
+            m,
+            1,
+        );
+        let (v, m) = pair(&|s| s.drain.map(|d| secs(d.saturating_sub(s.delete_took))));
+        ratio_row(
+            out,
+            "deletes returned to no ServiceL2Status left (s)",
+            v,
+            m,
+            1,
+        );
         let (v, m) = pair(&|s| Some(s.create_took.as_secs_f64()));
         ratio_row(
             out,
@@ -731,7 +747,8 @@ pub(crate) fn json(
                     "usage": usage_json(&r.window.1),
                     "api": cost_json(&cost(requests, nodes, s.system, &r.window.0)),
                 })),
-                "drain_seconds": s.drain.map(|d| d.as_secs_f64()), "notes": s.notes,
+                "drain_seconds": s.drain.map(|d| d.as_secs_f64()),
+                "delete_seconds": s.delete_took.as_secs_f64(), "notes": s.notes,
             })
         })
         .collect();

@@ -99,6 +99,10 @@ pub(crate) struct ScaleResult {
     /// From the calls deleting every Service and slice to no ServiceL2Status left (`None`: not
     /// within the bound).
     pub(crate) drain: Option<Duration>,
+    /// How long the calls deleting every Service and slice took: the API server deletes a
+    /// collection one object at a time, so this is a floor under the drain, as `create_took`
+    /// is under the sync.
+    pub(crate) delete_took: Duration,
     /// What went wrong.
     pub(crate) notes: Vec<String>,
 }
@@ -117,6 +121,7 @@ pub(crate) fn run(
     // while the collection is still being deleted).
     let drain_start = Instant::now();
     let deleted = objects::delete_all(bench, SCALE_NS);
+    let delete_took = drain_start.elapsed();
     let mut drain = None;
     while drain_start.elapsed() < plan.sync_limit {
         if objects::count_statuses(bench, SCALE_NS).unwrap_or(usize::MAX) == 0 {
@@ -129,6 +134,7 @@ pub(crate) fn run(
     let _ = objects::delete_statuses(bench);
     result.map(|mut r| {
         r.drain = drain;
+        r.delete_took = delete_took;
         if let Err(e) = deleted {
             eprintln!("vigil-bench-k8s: {e}");
             r.notes.push(e);
@@ -233,6 +239,7 @@ fn measure(
         change,
         change_missed,
         drain: None,
+        delete_took: Duration::ZERO,
         notes,
     })
 }
