@@ -250,8 +250,8 @@ class Partitions:
             record = parse(text)
             per_vip[vip] = analyse(record, self.lab.macs[owners[vip]],
                                    1000 * (cut_at - offset), 1000 * (heal_at - offset),
-                                   {m: h for h, m in self.lab.macs.items()},
-                                   healed_t=1000 * (heal_at + heal_took - offset))
+                                   1000 * (heal_at + heal_took - offset),
+                                   {m: h for h, m in self.lab.macs.items()})
             per_vip[vip]["rightful"] = owners[vip]
         result = summarise(kind, number, side, method, cut_ms, guard, owners, per_vip)
         # Cutting and healing take one command per host: times count from the start of the first.
@@ -292,12 +292,11 @@ def parse(text):
     return {"rounds": rounds, "answers": answers, "gratuitous": gratuitous}
 
 
-def analyse(record, rightful, cut_t, heal_t, hosts, healed_t=None):
+def analyse(record, rightful, cut_t, heal_t, healed_t, hosts):
     """One VIP's figures in one schedule (times in ms since the cut or the heal). `heal_t` is
     when the heal began, `healed_t` when its last command returned (an nftables heal is five
     `nft` processes, 25-40 ms from the first start to the last exit: until then some hosts
     cannot hear each other yet)."""
-    healed_t = heal_t if healed_t is None else healed_t
     rounds = sorted(record["rounds"].items())
     answers = record["answers"]
     doubles = [(n, t) for n, t in rounds if len(set(answers.get(n, []))) > 1]
