@@ -43,8 +43,9 @@
 //! datagram from a member afterwards starts a push/pull with it; when one merges (ours or
 //! theirs), or after [`RECONNECT_BOUND`] of hearing the others without one, [`Event::Reconnected`]
 //! ends the episode: by then we know whether we were declared dead, and have refuted it.
-//! Then (with `hold_blind_verdicts`) our alive state goes to every live member with a ping,
-//! and [`Event::HeardBack`] says when all have acknowledged: from then on they hold us alive.
+//! Then (with `hold_blind_verdicts`) our alive state goes to every live member with a ping
+//! (again, every half gossip interval within a probe interval, to those that have not
+//! acknowledged), and [`Event::HeardBack`] says when all have: from then on they hold us alive.
 //!
 //! [`Config::hold_blind_verdicts`]: crate::Config::hold_blind_verdicts
 //! [`Config::deaf_after`]: crate::Config::deaf_after
@@ -128,9 +129,22 @@ pub(super) struct Blind {
 /// The acknowledgements awaited after a reconnection ([`Event::HeardBack`]).
 #[derive(Debug)]
 struct HeardBack {
-    pending: Vec<u32>,
+    /// The pings not yet acknowledged: sequence number and the member's address.
+    pending: Vec<(u32, SocketAddr)>,
     asked: usize,
     until: Instant,
+    /// When the unacknowledged are asked again (see [`heard_back_retry`]).
+    next_retry: Option<Instant>,
+}
+
+/// How often, after a reconnection, the members that have not yet acknowledged our alive
+/// state are sent it again, with the same ping, until the window closes: a heal is seldom
+/// one event (a firewall reload on five hosts is five `nft` runs over 25-40 ms), so the
+/// first pings can reach a member whose side of the cut is still up, and one lost datagram
+/// would otherwise cost the speaker its whole rejoin quiet (issue 23: 116-125 ms from the
+/// heal to the rightful owner's announcement instead of about 40). Half a gossip interval.
+fn heard_back_retry(config: &crate::Config) -> Duration {
+    config.gossip_interval / 2
 }
 
 impl Membership {
@@ -291,14 +305,55 @@ impl Membership {
             let seq = self.next_seq();
             let ping = Message::Ping(self.own_ping(seq, &name)).to_vec(Transport::Packet);
             self.send_compound(addr, vec![alive.clone(), ping], Some(i));
-            pending.push(seq);
+            pending.push((seq, addr));
         }
         self.stats.heard_back_pings += pending.len() as u64;
+        let retry = heard_back_retry(&self.config);
         self.blind.heard_back = Some(HeardBack {
             asked: pending.len(),
             pending,
             until: now + self.config.probe_interval,
+            next_retry: (!retry.is_zero()).then(|| now + retry),
         });
+    }
+
+    /// When the unacknowledged alive states go out again, if they do.
+    pub(super) fn heard_back_deadline(&self) -> Option<Instant> {
+        self.blind.heard_back.as_ref().and_then(|h| h.next_retry)
+    }
+
+    /// Sends our alive state and the same ping again to every member that has not yet
+    /// acknowledged it, while the window is open (see [`heard_back_retry`]).
+    pub(super) fn heard_back_tick(&mut self, now: Instant) {
+        let Some(h) = &self.blind.heard_back else {
+            return;
+        };
+        let Some(due) = h.next_retry.filter(|due| now >= *due) else {
+            return;
+        };
+        let until = h.until;
+        if now >= until {
+            if let Some(h) = &mut self.blind.heard_back {
+                h.next_retry = None;
+            }
+            return;
+        }
+        let pending = h.pending.clone();
+        let alive = Message::Alive(self.own_alive()).to_vec(Transport::Packet);
+        for (seq, addr) in &pending {
+            let Some(i) = (1..self.members.len()).find(|&i| self.members.list[i].addr() == *addr)
+            else {
+                continue;
+            };
+            let name = self.members.list[i].name.clone();
+            let ping = Message::Ping(self.own_ping(*seq, &name)).to_vec(Transport::Packet);
+            self.send_compound(*addr, vec![alive.clone(), ping], Some(i));
+            self.stats.heard_back_pings += 1;
+        }
+        let next = advance(due, heard_back_retry(&self.config), now);
+        if let Some(h) = &mut self.blind.heard_back {
+            h.next_retry = (next < until).then_some(next);
+        }
     }
 
     /// An ack arrived; if it answers one of [`tell_everyone_alive`](Self::tell_everyone_alive)'s
@@ -307,7 +362,7 @@ impl Membership {
         let Some(h) = &mut self.blind.heard_back else {
             return false;
         };
-        let Some(k) = h.pending.iter().position(|s| *s == seq) else {
+        let Some(k) = h.pending.iter().position(|(s, _)| *s == seq) else {
             return false;
         };
         if now > h.until {

@@ -1433,6 +1433,32 @@ fn confirm_alive_hears_back_from_every_live_member() {
     assert_eq!(heard_back(&net, 0), 1, "only the first");
 }
 
+/// A heal is seldom one event: the alive state and ping `confirm_alive` sends to a member
+/// whose side of the cut is still up a few milliseconds longer are lost, and are sent again
+/// to that member alone (same ping) until it acknowledges, within the window.
+#[test]
+fn heard_back_asks_again_those_that_missed_the_first_ping() {
+    let heard_back = |net: &Net, i| net.count(i, |e| matches!(e, Event::HeardBack { members: 4 }));
+    let mut net = Net::joined(5, Config::fast(), 86);
+    net.run_for(Duration::from_secs(1));
+    net.cut.insert((0, 4));
+    net.cut.insert((4, 0));
+    let now = net.now;
+    net.nodes[0].confirm_alive(now);
+    net.pump();
+    net.run_for(Duration::from_millis(15));
+    assert_eq!(heard_back(&net, 0), 0, "node 4 has not heard it yet");
+    net.cut.clear();
+    net.run_for(Config::fast().probe_interval);
+    assert_eq!(heard_back(&net, 0), 1);
+    assert_eq!(
+        net.nodes[0].stats().heard_back_pings,
+        6,
+        "four at first, then node 4 alone every half gossip interval: at 10 ms (still cut) \
+         and 20 ms"
+    );
+}
+
 /// A node that did not run for longer than anyone needs to declare it dead (a frozen
 /// process) reports a cut-off at its first turn back, and reconnects through a push/pull.
 #[test]

@@ -61,6 +61,9 @@ impl Membership {
         if let Some(d) = self.redial_deadline() {
             t = t.min(d);
         }
+        if let Some(d) = self.heard_back_deadline() {
+            t = t.min(d);
+        }
         Some(t)
     }
 
@@ -99,6 +102,7 @@ impl Membership {
         self.watch_tick(now);
         self.blind_tick(now);
         self.redial_tick(now);
+        self.heard_back_tick(now);
         if self.probe.is_none() && now >= self.next_probe {
             self.start_probe(now);
         }
