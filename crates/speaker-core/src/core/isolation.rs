@@ -299,15 +299,24 @@ impl Isolation {
     /// others hear it alive before it claims anything (they would defend their VIPs against a
     /// claim from a member they still hold dead). The quiet ends sooner once those members
     /// have acknowledged this node's alive state ([`heard_back`](Self::heard_back), after the
-    /// speaker asked gossip to confirm it). Returns whether [`silenced`](Self::silenced)
-    /// changed.
+    /// speaker asked gossip to confirm it), and once every member live before the split
+    /// (within [`ISOLATION_BOUND`]) is live again in this node's view. Returns whether
+    /// [`silenced`](Self::silenced) changed.
+    ///
+    /// Why every member and not the majority regained: a split heals one member at a time in
+    /// this node's view (each must refute the death this side declared), and the first
+    /// push/pull can bring back a majority while others are still dead here. Ending the quiet
+    /// then, this node elects itself for what those others own and answers beside them until
+    /// they revive here (issue 23, partition run 9: 85 ms of two MACs after an nftables heal).
     pub fn majority_regained(&mut self, now: Instant, live: usize) -> bool {
         let before = self.silenced();
         if self.state == State::Connected {
             self.state = State::Rejoining {
                 until: now + self.rejoin_quiet,
             };
-            self.known_before = live;
+            // `last_live` holds the others seen live within the isolation bound (`observe`
+            // ran on this view first).
+            self.known_before = live.max(self.last_live.len() + 1);
             self.heard_back = false;
         }
         before != self.silenced()
@@ -572,6 +581,46 @@ mod tests {
         i.reconnected(t0 + 210 * MS);
         assert!(!i.heard_back(t0 + 300 * MS, 3));
         assert_eq!(i.poll_timeout(), Some(t0 + 210 * MS + quiet));
+    }
+
+    #[test]
+    fn a_regained_majority_waits_for_every_member_live_before_the_split() {
+        let t0 = Instant::now();
+        let (quiet, heard) = (100 * MS, 20 * MS);
+        let names = ["a", "b", "c", "d", "e"];
+        let states = |live: &[&str]| {
+            let v: Vec<(&str, MemberState)> = names
+                .iter()
+                .map(|n| (*n, if live.contains(n) { Alive } else { Dead }))
+                .collect();
+            view(&v)
+        };
+        let mut i = Isolation::new(quiet, heard);
+        i.observe(t0, "a", &states(&names));
+        // The split: a and b on the minority side (the guard silences them, not isolation).
+        i.observe(t0 + 300 * MS, "a", &states(&["a", "b"]));
+        assert!(!i.silenced());
+        // The heal: c is back first (its push/pull), d and e still dead here.
+        let healed = t0 + 1300 * MS;
+        i.observe(healed, "a", &states(&["a", "b", "c"]));
+        assert!(i.majority_regained(healed, 3));
+        assert_eq!(i.poll_timeout(), Some(healed + quiet));
+        // Those three acknowledged: not yet, d and e are still dead in this view.
+        assert!(!i.heard_back(healed + 5 * MS, 3));
+        assert_eq!(i.poll_timeout(), Some(healed + quiet));
+        // They revive: `heard` more from then.
+        assert!(!i.observe(healed + 40 * MS, "a", &states(&names)));
+        assert_eq!(i.poll_timeout(), Some(healed + 40 * MS + heard));
+        // After a split longer than the bound, only the members seen live within it count.
+        let later = healed + ISOLATION_BOUND + 1000 * MS;
+        assert!(i.handle_timeout(healed + 60 * MS));
+        i.observe(later, "a", &states(&["a", "b", "c", "d"]));
+        i.observe(later + 300 * MS, "a", &states(&["a", "b"]));
+        let back = later + ISOLATION_BOUND + 500 * MS;
+        i.observe(back, "a", &states(&["a", "b", "c"]));
+        assert!(i.majority_regained(back, 3));
+        assert!(!i.heard_back(back + 5 * MS, 3));
+        assert_eq!(i.poll_timeout(), Some(back + 5 * MS + heard));
     }
 
     #[test]
