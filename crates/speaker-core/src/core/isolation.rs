@@ -124,9 +124,10 @@ pub struct Isolation {
     rejoin_quiet: Duration,
     /// How much of it is left once every member acknowledged this node's alive state.
     heard_back_quiet: Duration,
-    /// The members live (this node included) when the last isolation began, or when the
-    /// majority guard's view regained its majority: the quiet is cut short only once as many
-    /// are live and have acknowledged this node.
+    /// The members live (this node included) when the last isolation began, or, when the
+    /// majority guard's view regained its majority, those seen live within the isolation
+    /// bound: the quiet is cut short only once as many are live and have acknowledged this
+    /// node.
     known_before: usize,
     /// Every member asked after the last reconnection acknowledged this node's alive state
     /// ([`heard_back`](Self::heard_back)); the quiet is cut short once as many members are
