@@ -129,8 +129,8 @@ pub(super) struct Blind {
 /// The acknowledgements awaited after a reconnection ([`Event::HeardBack`]).
 #[derive(Debug)]
 struct HeardBack {
-    /// The pings not yet acknowledged: sequence number and the member's address.
-    pending: Vec<(u32, SocketAddr)>,
+    /// The pings not yet acknowledged: sequence number and the member's name.
+    pending: Vec<(u32, Arc<str>)>,
     asked: usize,
     until: Instant,
     /// When the unacknowledged are asked again (see [`heard_back_retry`]).
@@ -289,25 +289,20 @@ impl Membership {
     /// say when they have. Each ack comes after its datagram's alive was applied (a compound
     /// message is handled in order), so when all are in, [`Event::HeardBack`].
     fn tell_everyone_alive(&mut self, now: Instant) {
-        let live: Vec<(usize, Arc<str>, SocketAddr)> = (1..self.members.len())
+        let live: Vec<(usize, Arc<str>)> = (1..self.members.len())
             .filter(|&i| !self.members.list[i].state.is_gone())
-            .map(|i| {
-                let m = &self.members.list[i];
-                (i, m.name.clone(), m.addr())
-            })
+            .map(|i| (i, self.members.list[i].name.clone()))
             .collect();
         if live.is_empty() {
             return;
         }
         let alive = Message::Alive(self.own_alive()).to_vec(Transport::Packet);
         let mut pending = Vec::with_capacity(live.len());
-        for (i, name, addr) in live {
+        for (i, name) in live {
             let seq = self.next_seq();
-            let ping = Message::Ping(self.own_ping(seq, &name)).to_vec(Transport::Packet);
-            self.send_compound(addr, vec![alive.clone(), ping], Some(i));
-            pending.push((seq, addr));
+            self.send_alive_with_ping(i, seq, &alive);
+            pending.push((seq, name));
         }
-        self.stats.heard_back_pings += pending.len() as u64;
         let retry = heard_back_retry(&self.config);
         self.blind.heard_back = Some(HeardBack {
             asked: pending.len(),
@@ -315,6 +310,16 @@ impl Membership {
             until: now + self.config.probe_interval,
             next_retry: (!retry.is_zero()).then(|| now + retry),
         });
+    }
+
+    /// One datagram to member `i`: our encoded alive state and a ping numbered `seq`, so that
+    /// the ack says the alive state arrived.
+    fn send_alive_with_ping(&mut self, i: usize, seq: u32, alive: &[u8]) {
+        let m = &self.members.list[i];
+        let addr = m.addr();
+        let ping = Message::Ping(self.own_ping(seq, &m.name)).to_vec(Transport::Packet);
+        self.send_compound(addr, vec![alive.to_vec(), ping], Some(i));
+        self.stats.heard_back_pings += 1;
     }
 
     /// When the unacknowledged alive states go out again, if they do.
@@ -340,15 +345,10 @@ impl Membership {
         }
         let pending = h.pending.clone();
         let alive = Message::Alive(self.own_alive()).to_vec(Transport::Packet);
-        for (seq, addr) in &pending {
-            let Some(i) = (1..self.members.len()).find(|&i| self.members.list[i].addr() == *addr)
-            else {
-                continue;
-            };
-            let name = self.members.list[i].name.clone();
-            let ping = Message::Ping(self.own_ping(*seq, &name)).to_vec(Transport::Packet);
-            self.send_compound(*addr, vec![alive.clone(), ping], Some(i));
-            self.stats.heard_back_pings += 1;
+        for (seq, name) in &pending {
+            if let Some(i) = self.members.find(name) {
+                self.send_alive_with_ping(i, *seq, &alive);
+            }
         }
         let next = advance(due, heard_back_retry(&self.config), now);
         if let Some(h) = &mut self.blind.heard_back {
