@@ -3,7 +3,7 @@
 //! evidence of absence, and answering and relaying other nodes' probes.
 
 use super::streams::StreamPurpose;
-use super::timers::{Deadline, advance};
+use super::timers::Deadline;
 use super::{Event, MemberState, Membership, StreamId};
 use crate::wire::{self, Ack, Dead, IndirectPing, Message, Nack, Ping, Suspect, Transport};
 use core::time::Duration;
@@ -260,7 +260,7 @@ impl Membership {
             }
         };
         let Some(i) = target else {
-            self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+            self.schedule_next_probe(now);
             return;
         };
         // A round-robin turn of a member the watch heard from within the interval is spared:
@@ -269,7 +269,7 @@ impl Membership {
         // unchanged); a silent watched member, or one asked for urgently, is probed.
         if !urgent && self.watch_vouches(now, &self.members.list[i].name) {
             self.stats.probes_spared += 1;
-            self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+            self.schedule_next_probe(now);
             return;
         }
         self.stats.probes += 1;
@@ -376,7 +376,7 @@ impl Membership {
             self.streams.remove(&id);
         }
         self.apply_awareness(-1);
-        self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+        self.schedule_next_probe(now);
     }
 
     /// Proof of absence: the target did not ack our ping directly and its host refused the TCP
@@ -392,7 +392,7 @@ impl Membership {
         if let Some(id) = p.tcp {
             self.streams.remove(&id);
         }
-        self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+        self.schedule_next_probe(now);
         self.stats.probes_failed += 1;
         // Our own health is not in question: the target's host answered us at once. So the
         // awareness score stays as it is (a missed ack would raise it; an ack would lower it).
@@ -423,7 +423,7 @@ impl Membership {
         if let Some(id) = p.tcp {
             self.streams.remove(&id);
         }
-        self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
+        self.schedule_next_probe(now);
         if p.tcp_ok {
             // Reachable over TCP though UDP probes failed: a network problem, not a death.
             self.apply_awareness(-1);

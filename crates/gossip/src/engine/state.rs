@@ -50,6 +50,23 @@ impl Membership {
         self.members.list[0].state = MemberState::Left;
         self.members.list[0].state_change = self.members.stamp(now);
         let bytes = Message::Dead(dead).to_vec(Transport::Packet);
+        // Straight to every member as well as by gossip: a member that has not heard of the
+        // leave when we stop would find our port closed (a probe's proof of absence) and
+        // declare us dead, and its verdict would reach some before our leave does. Gossip
+        // alone left that window open in about one leave in twenty (the simulator's `leave`
+        // scenario over 200 seeds, 20 nodes, `fast`); one datagram each closes it but for
+        // loss, which the gossiped copy still covers.
+        let to: Vec<SocketAddr> = self
+            .members
+            .list
+            .iter()
+            .skip(1)
+            .filter(|m| !m.state.is_gone())
+            .map(|m| m.addr())
+            .collect();
+        for addr in to {
+            self.send_raw(addr, &bytes, true);
+        }
         self.broadcasts.push(Some(&name), bytes, anyone_alive);
         if anyone_alive {
             self.leave_deadline = Some(now + timeout);

@@ -654,7 +654,7 @@ fn messages_in(bytes: &[u8]) -> Vec<Message> {
 }
 
 /// Runs node `i` alone (the others do not run) until it starts a probe; returns the time and
-/// what it sent meanwhile, the ping last.
+/// the datagram of that turn that carries the probe's ping.
 fn run_alone_until_it_probes(net: &mut Net, i: usize) -> (Instant, Vec<Transmit>) {
     let probes = net.nodes[i].stats().probes;
     let mut sent = Vec::new();
@@ -672,6 +672,13 @@ fn run_alone_until_it_probes(net: &mut Net, i: usize) -> (Instant, Vec<Transmit>
         );
     }
     net.now = t;
+    // The probe's own datagram: the watch's pings may leave on the same gossip tick.
+    let seq = net.nodes[i].probe.as_ref().map(|p| p.seq);
+    sent.retain(|tx| {
+        messages_in(&tx.bytes)
+            .iter()
+            .any(|m| matches!(m, Message::Ping(p) if Some(p.seq_no) == seq))
+    });
     (t, sent)
 }
 
@@ -1583,4 +1590,73 @@ fn no_cut_length_brings_a_survivor_death_back() {
         dropped += stats.blind_suspicions_dropped;
     }
     eprintln!("suspicions raised blind and dropped after the heal: {dropped}");
+}
+
+/// A probe's round-robin tick waits for (or comes forward to) the nearest gossip tick, so that
+/// it costs no wake-up of its own; probes still run every probe interval on average.
+#[test]
+fn probes_start_on_gossip_ticks_at_the_probe_interval() {
+    let config = Config::fast();
+    let mut net = Net::joined(5, config.clone(), 31);
+    let turns = |net: &Net| {
+        let s = net.nodes[0].stats();
+        s.probes + s.probes_spared
+    };
+    let (start, first) = (net.now, turns(&net));
+    let end = start + Duration::from_secs(10);
+    let mut off_beat = 0;
+    while net.now < end {
+        net.pump();
+        let next = (0..5)
+            .filter_map(|i| net.nodes[i].poll_timeout())
+            .min()
+            .expect("timers run");
+        net.now = net.now.max(next);
+        for i in 0..5 {
+            if net.nodes[i].poll_timeout().is_some_and(|t| t <= net.now) {
+                let now = net.now;
+                let (before, beat) = (turns(&net), net.nodes[0].next_gossip <= now);
+                net.nodes[i].handle_timeout(now);
+                if i == 0 && turns(&net) != before && !beat {
+                    off_beat += 1;
+                }
+            }
+        }
+    }
+    let taken = turns(&net) - first;
+    let expected = (end - start).as_millis() / config.probe_interval.as_millis();
+    assert!(
+        taken.abs_diff(expected as u64) <= 2,
+        "{taken} probe turns in 10 s, expected about {expected}"
+    );
+    assert_eq!(off_beat, 0, "probe turns off the gossip tick");
+}
+
+/// A leave goes straight to every live member at once, not only by gossip: a member that
+/// probed us after we stopped, before the gossiped leave reached it, would prove us absent
+/// (our port closed) and declare us dead.
+#[test]
+fn a_leave_is_sent_to_every_live_member_at_once() {
+    let mut net = Net::joined(5, Config::fast(), 41);
+    net.down.insert(3);
+    let now = net.now;
+    let d = Duration::from_secs(1);
+    net.run_for(d);
+    assert_eq!(net.state_of(0, "node-3"), Some(MemberState::Dead));
+    let now = now + d;
+    net.nodes[0].leave(now, Duration::from_secs(1));
+    let mut told = HashSet::new();
+    while let Some(tx) = net.nodes[0].poll_transmit() {
+        let leave = messages_in(&tx.bytes)
+            .iter()
+            .any(|m| matches!(m, Message::Dead(d) if d.node == "node-0" && d.from == "node-0"));
+        if leave {
+            told.insert(Net::index_of(tx.to));
+        }
+    }
+    assert_eq!(
+        told,
+        HashSet::from([1, 2, 4]),
+        "every live member, not the dead one"
+    );
 }

@@ -28,13 +28,63 @@ pub(super) fn advance(mut at: Instant, period: Duration, now: Instant) -> Instan
 }
 
 impl Membership {
+    /// The gossip tick nearest `at`, when gossip ticks at least as often as `period` (the
+    /// schedule `at` belongs to): the watch's pings and the probes then leave in the same
+    /// wake-up as gossip's, not in one of their own (a wake-up costs far more than the work
+    /// in it). `at` moves by at most half a gossip interval, so a schedule snapped tick by
+    /// tick stays between `period` minus and plus one gossip interval apart.
+    pub(super) fn on_gossip_beat(&self, at: Instant, period: Duration) -> Instant {
+        let beat = self.config.gossip_interval.as_nanos();
+        if beat == 0 || beat > period.as_nanos() {
+            return at;
+        }
+        let anchor = self.next_gossip;
+        let (from, later) = if at >= anchor {
+            (at - anchor, true)
+        } else {
+            (anchor - at, false)
+        };
+        let n = (from.as_nanos() + beat / 2) / beat;
+        let Ok(shift) = u64::try_from(n * beat).map(Duration::from_nanos) else {
+            return at;
+        };
+        let snapped = if later {
+            anchor.checked_add(shift)
+        } else {
+            anchor.checked_sub(shift)
+        };
+        snapped.unwrap_or(at)
+    }
+
+    /// When the next probe starts: its round-robin tick moved to the nearest gossip tick
+    /// (`next_probe` keeps the unmoved schedule, so probes still go every `probe_interval`
+    /// on average), or at once for an urgent one.
+    pub(super) fn probe_due(&self) -> Instant {
+        if self.urgent_probes.is_empty() {
+            self.on_gossip_beat(self.next_probe, self.config.probe_interval)
+        } else {
+            self.next_probe
+        }
+    }
+
+    /// Moves the probe schedule past a probe that ended (or a turn that passed) now: to its
+    /// first tick after now, and at least one tick on, since a probe started on a gossip
+    /// tick may end before the tick it was moved from ([`probe_due`](Self::probe_due)).
+    pub(super) fn schedule_next_probe(&mut self, now: Instant) {
+        self.next_probe = advance(
+            self.next_probe,
+            self.config.probe_interval,
+            now.max(self.next_probe),
+        );
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.next_gossip.min(self.next_push_pull);
         match &self.probe {
             // `next_probe` stays in the past while a probe runs (it advances when the probe
             // ends), so it only counts when no probe is in progress.
-            None => t = t.min(self.next_probe),
+            None => t = t.min(self.probe_due()),
             Some(p) => {
                 t = t.min(if p.indirect_sent {
                     p.end
@@ -103,7 +153,7 @@ impl Membership {
         self.blind_tick(now);
         self.redial_tick(now);
         self.heard_back_tick(now);
-        if self.probe.is_none() && now >= self.next_probe {
+        if self.probe.is_none() && now >= self.probe_due() {
             self.start_probe(now);
         }
         if now >= self.next_gossip {
