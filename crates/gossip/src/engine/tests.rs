@@ -1660,3 +1660,29 @@ fn a_leave_is_sent_to_every_live_member_at_once() {
         "every live member, not the dead one"
     );
 }
+
+/// An urgent probe (a watched member's port refused our ping) asked for while another probe
+/// awaits its ack starts as soon as that probe ends, not at the next round-robin tick.
+#[test]
+fn an_urgent_probe_waits_only_for_the_running_probe() {
+    let mut net = Net::joined(5, Config::fast(), 43);
+    let (target, ping) = probe_from_node_0(&mut net);
+    let t = net.now;
+    let refused = (1..5)
+        .find(|&j| j != target && net.nodes[0].watching(&format!("node-{j}")))
+        .expect("a watched member other than the probe's target");
+    net.nodes[0].handle_unreachable(t, addr(refused));
+    assert_eq!(probing(&net), Some(format!("node-{target}").as_str()));
+    // The running probe's ack arrives: that probe ends, the urgent one is due at once.
+    let t = t + Duration::from_millis(1);
+    net.nodes[target].handle_packet(t, addr(0), &ping.bytes);
+    while let Some(tx) = net.nodes[target].poll_transmit() {
+        if tx.to == addr(0) {
+            net.nodes[0].handle_packet(t, addr(target), &tx.bytes);
+        }
+    }
+    assert_eq!(probing(&net), None, "answered");
+    assert!(net.nodes[0].poll_timeout().is_some_and(|d| d <= t));
+    net.nodes[0].handle_timeout(t);
+    assert_eq!(probing(&net), Some(format!("node-{refused}").as_str()));
+}

@@ -70,7 +70,14 @@ impl Membership {
     /// Moves the probe schedule past a probe that ended (or a turn that passed) now: to its
     /// first tick after now, and at least one tick on, since a probe started on a gossip
     /// tick may end before the tick it was moved from ([`probe_due`](Self::probe_due)).
+    /// An urgent probe asked for meanwhile starts now instead: it waited only because one
+    /// probe runs at a time (a watched member's port refused our ping while a probe of
+    /// another member, started on the same gossip tick, awaited its ack).
     pub(super) fn schedule_next_probe(&mut self, now: Instant) {
+        if !self.urgent_probes.is_empty() {
+            self.next_probe = now;
+            return;
+        }
         self.next_probe = advance(
             self.next_probe,
             self.config.probe_interval,
