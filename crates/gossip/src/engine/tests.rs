@@ -1592,46 +1592,6 @@ fn no_cut_length_brings_a_survivor_death_back() {
     eprintln!("suspicions raised blind and dropped after the heal: {dropped}");
 }
 
-/// A probe's round-robin tick waits for (or comes forward to) the nearest gossip tick, so that
-/// it costs no wake-up of its own; probes still run every probe interval on average.
-#[test]
-fn probes_start_on_gossip_ticks_at_the_probe_interval() {
-    let config = Config::fast();
-    let mut net = Net::joined(5, config.clone(), 31);
-    let turns = |net: &Net| {
-        let s = net.nodes[0].stats();
-        s.probes + s.probes_spared
-    };
-    let (start, first) = (net.now, turns(&net));
-    let end = start + Duration::from_secs(10);
-    let mut off_beat = 0;
-    while net.now < end {
-        net.pump();
-        let next = (0..5)
-            .filter_map(|i| net.nodes[i].poll_timeout())
-            .min()
-            .expect("timers run");
-        net.now = net.now.max(next);
-        for i in 0..5 {
-            if net.nodes[i].poll_timeout().is_some_and(|t| t <= net.now) {
-                let now = net.now;
-                let (before, beat) = (turns(&net), net.nodes[0].next_gossip <= now);
-                net.nodes[i].handle_timeout(now);
-                if i == 0 && turns(&net) != before && !beat {
-                    off_beat += 1;
-                }
-            }
-        }
-    }
-    let taken = turns(&net) - first;
-    let expected = (end - start).as_millis() / config.probe_interval.as_millis();
-    assert!(
-        taken.abs_diff(expected as u64) <= 2,
-        "{taken} probe turns in 10 s, expected about {expected}"
-    );
-    assert_eq!(off_beat, 0, "probe turns off the gossip tick");
-}
-
 /// A leave goes straight to every live member at once, not only by gossip: a member that
 /// probed us after we stopped, before the gossiped leave reached it, would prove us absent
 /// (our port closed) and declare us dead.

@@ -29,10 +29,10 @@ pub(super) fn advance(mut at: Instant, period: Duration, now: Instant) -> Instan
 
 impl Membership {
     /// The gossip tick nearest `at`, when gossip ticks at least as often as `period` (the
-    /// schedule `at` belongs to): the watch's pings and the probes then leave in the same
-    /// wake-up as gossip's, not in one of their own (a wake-up costs far more than the work
-    /// in it). `at` moves by at most half a gossip interval, so a schedule snapped tick by
-    /// tick stays between `period` minus and plus one gossip interval apart.
+    /// schedule `at` belongs to, the watch's): its pings then leave in the same wake-up as
+    /// gossip's, not in one of their own (a wake-up costs far more than the work in it). `at`
+    /// moves by at most half a gossip interval, so a schedule snapped tick by tick stays
+    /// between `period` minus and plus one gossip interval apart.
     pub(super) fn on_gossip_beat(&self, at: Instant, period: Duration) -> Instant {
         let beat = self.config.gossip_interval.as_nanos();
         if beat == 0 || beat > period.as_nanos() {
@@ -56,33 +56,16 @@ impl Membership {
         snapped.unwrap_or(at)
     }
 
-    /// When the next probe starts: its round-robin tick moved to the nearest gossip tick
-    /// (`next_probe` keeps the unmoved schedule, so probes still go every `probe_interval`
-    /// on average), or at once for an urgent one.
-    pub(super) fn probe_due(&self) -> Instant {
-        if self.urgent_probes.is_empty() {
-            self.on_gossip_beat(self.next_probe, self.config.probe_interval)
-        } else {
-            self.next_probe
-        }
-    }
-
     /// Moves the probe schedule past a probe that ended (or a turn that passed) now: to its
-    /// first tick after now, and at least one tick on, since a probe started on a gossip
-    /// tick may end before the tick it was moved from ([`probe_due`](Self::probe_due)).
-    /// An urgent probe asked for meanwhile starts now instead: it waited only because one
-    /// probe runs at a time (a watched member's port refused our ping while a probe of
-    /// another member, started on the same gossip tick, awaited its ack).
+    /// first tick after now. An urgent probe asked for meanwhile starts now instead: it
+    /// waited only because one probe runs at a time (a watched member's port refused our
+    /// ping while a probe of another member awaited its ack).
     pub(super) fn schedule_next_probe(&mut self, now: Instant) {
         if !self.urgent_probes.is_empty() {
             self.next_probe = now;
             return;
         }
-        self.next_probe = advance(
-            self.next_probe,
-            self.config.probe_interval,
-            now.max(self.next_probe),
-        );
+        self.next_probe = advance(self.next_probe, self.config.probe_interval, now);
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
@@ -91,7 +74,7 @@ impl Membership {
         match &self.probe {
             // `next_probe` stays in the past while a probe runs (it advances when the probe
             // ends), so it only counts when no probe is in progress.
-            None => t = t.min(self.probe_due()),
+            None => t = t.min(self.next_probe),
             Some(p) => {
                 t = t.min(if p.indirect_sent {
                     p.end
@@ -160,7 +143,7 @@ impl Membership {
         self.blind_tick(now);
         self.redial_tick(now);
         self.heard_back_tick(now);
-        if self.probe.is_none() && now >= self.probe_due() {
+        if self.probe.is_none() && now >= self.next_probe {
             self.start_probe(now);
         }
         if now >= self.next_gossip {
