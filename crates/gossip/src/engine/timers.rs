@@ -28,34 +28,6 @@ pub(super) fn advance(mut at: Instant, period: Duration, now: Instant) -> Instan
 }
 
 impl Membership {
-    /// The gossip tick nearest `at`, when gossip ticks at least as often as `period` (the
-    /// schedule `at` belongs to, the watch's): its pings then leave in the same wake-up as
-    /// gossip's, not in one of their own (a wake-up costs far more than the work in it). `at`
-    /// moves by at most half a gossip interval, so a schedule snapped tick by tick stays
-    /// between `period` minus and plus one gossip interval apart.
-    pub(super) fn on_gossip_beat(&self, at: Instant, period: Duration) -> Instant {
-        let beat = self.config.gossip_interval.as_nanos();
-        if beat == 0 || beat > period.as_nanos() {
-            return at;
-        }
-        let anchor = self.next_gossip;
-        let (from, later) = if at >= anchor {
-            (at - anchor, true)
-        } else {
-            (anchor - at, false)
-        };
-        let n = (from.as_nanos() + beat / 2) / beat;
-        let Ok(shift) = u64::try_from(n * beat).map(Duration::from_nanos) else {
-            return at;
-        };
-        let snapped = if later {
-            anchor.checked_add(shift)
-        } else {
-            anchor.checked_sub(shift)
-        };
-        snapped.unwrap_or(at)
-    }
-
     /// Moves the probe schedule past a probe that ended (or a turn that passed) now: to its
     /// first tick after now. An urgent probe asked for meanwhile starts now instead: it
     /// waited only because one probe runs at a time (a watched member's port refused our

@@ -258,8 +258,35 @@ impl Membership {
             self.watch.last_tick = None;
             None
         } else {
-            Some(self.on_gossip_beat(now + interval, interval))
+            Some(self.on_gossip_beat(now + interval))
         };
+    }
+
+    /// The gossip tick nearest `at`, when gossip ticks at least as often as the watch: the
+    /// watch's pings then leave in the same wake-up as gossip's, not in one of their own
+    /// (a wake-up costs far more than the work in it). `at` moves by at most half a gossip
+    /// interval, so rounds stay between 0.5 and 1.5 watch intervals apart.
+    fn on_gossip_beat(&self, at: Instant) -> Instant {
+        let beat = self.config.gossip_interval.as_nanos();
+        if beat == 0 || beat > self.config.watch_interval.as_nanos() {
+            return at;
+        }
+        let anchor = self.next_gossip;
+        let (from, later) = if at >= anchor {
+            (at - anchor, true)
+        } else {
+            (anchor - at, false)
+        };
+        let n = (from.as_nanos() + beat / 2) / beat;
+        let Ok(shift) = u64::try_from(n * beat).map(core::time::Duration::from_nanos) else {
+            return at;
+        };
+        let snapped = if later {
+            anchor.checked_add(shift)
+        } else {
+            anchor.checked_sub(shift)
+        };
+        snapped.unwrap_or(at)
     }
 
     fn watch_one(&mut self, now: Instant, j: usize) {
