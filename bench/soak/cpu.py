@@ -1,6 +1,6 @@
 """What a `fast` speaker costs when nothing happens: CPU and wake-ups per thread.
 
-Five hosts (bench/failover/lab.py), `vigil standalone` (profile fast, one VIP) on each,
+Five hosts (bench/failover/lab.py), `vigil standalone` (profile fast, or PROFILE; one VIP) on each,
 optionally LOSS_PERCENT random loss on every host (as the soak) and a client asking the VIP
 every CLIENT_MS milliseconds (0: no client). After the cluster has settled, every vigil's
 threads are sampled from /proc for DURATION seconds: CPU (user + system) and context switches
@@ -12,6 +12,7 @@ took most, as a distribution, and how many periods went over 2 ms (the soak's ha
 
     sudo python3 bench/soak/cpu.py target/release
     sudo LOSS_PERCENT=5 CLIENT_MS=10 DURATION=60 python3 bench/soak/cpu.py target/release
+    sudo PROFILE=lan python3 bench/soak/cpu.py target/release
 
 Needs nothing else running: the figures are CPU time, which a busy machine inflates.
 """
@@ -61,12 +62,13 @@ def main():
     duration = int(os.environ.get("DURATION", "30"))
     loss = int(os.environ.get("LOSS_PERCENT", "0"))
     client_ms = int(os.environ.get("CLIENT_MS", "0"))
+    profile = os.environ.get("PROFILE", "fast")
     lab = L.Lab(5, bin_dir, tag="vgcp")
     lab.close_on_signals()
     try:
         lab.build()
         for h in lab.hosts():
-            lab.start_vigil(h)
+            lab.start_vigil(h, profile)
 
         def owner():
             views = [lab.vigil_view(h) for h in lab.hosts()]
@@ -99,7 +101,7 @@ def main():
             client.wait()
 
         log = L.log
-        log(f"{duration} s, {loss}% loss, client every {client_ms or '-'} ms; owner {vip_owner}")
+        log(f"{duration} s, profile {profile}, {loss}% loss, client every {client_ms or '-'} ms; owner {vip_owner}")
         print(f"{'host':6} {'thread':16} {'CPU ms/s':>9} {'woken/s':>8} {'preempted/s':>12}")
         for h in lab.hosts():
             total = [0.0, 0.0, 0.0]

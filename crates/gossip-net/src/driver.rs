@@ -1,5 +1,6 @@
 //! [`Memberlist`]: the handle, and the one task that drives a [`Membership`].
 
+use crate::alarm::Alarm;
 use crate::net::{self, StreamInput};
 use crate::{Error, resolve_seeds};
 use std::net::SocketAddr;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 use vigil_gossip::wire::{Framing, Keyring, KeyringError, Label, SecretKey};
 use vigil_gossip::{Config, ConfigError, LocalNode, MemberInfo, Membership, Stats, StreamFailure};
 
@@ -115,6 +116,9 @@ pub struct NetStats {
     /// Keyrings [`Memberlist::set_keyring`] refused (a caller that watches a keyring file may
     /// add the file contents it rejected before they got here).
     pub keyring_errors: u64,
+    /// Arming or reading the driver's timer failed (the driver then runs its timers late,
+    /// at the next datagram).
+    pub timer_errors: u64,
     /// Lifeguard's local health score.
     pub health_score: usize,
     /// Our incarnation.
@@ -454,13 +458,7 @@ fn prepare(options: Options) -> Result<(Driver, Started), Error> {
         addr: advertise,
         meta: options.meta.clone(),
     };
-    let engine = Membership::new(
-        options.config.clone(),
-        framing,
-        local,
-        seed,
-        Instant::now().into_std(),
-    )?;
+    let engine = Membership::new(options.config.clone(), framing, local, seed, now())?;
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (stream_tx, stream_rx) = mpsc::channel(256);
@@ -468,6 +466,7 @@ fn prepare(options: Options) -> Result<(Driver, Started), Error> {
         engine,
         udp,
         tcp,
+        alarm: Alarm::new().map_err(Error::Runtime)?,
         cmds: cmd_rx,
         events: ev_tx,
         stream_tx,
@@ -498,6 +497,8 @@ struct Driver {
     engine: Membership,
     udp: UdpSocket,
     tcp: TcpListener,
+    /// The engine's next deadline.
+    alarm: Alarm,
     cmds: mpsc::UnboundedReceiver<Command>,
     events: mpsc::UnboundedSender<Event>,
     stream_tx: mpsc::Sender<StreamInput>,
@@ -509,26 +510,19 @@ struct Driver {
     counters: NetStats,
 }
 
+/// The engine's clock: the monotonic clock, the one the driver's timerfd counts in.
 fn now() -> std::time::Instant {
-    Instant::now().into_std()
+    std::time::Instant::now()
 }
 
 impl Driver {
     async fn run(mut self) {
         let mut buf = vec![0u8; 65_536];
-        // One timer for the driver's life, moved only when the engine's deadline moves, rather
-        // than a new one registered with tokio's timer wheel for every datagram.
-        let sleep = sleep_until(Instant::now());
-        tokio::pin!(sleep);
-        let mut armed = None;
         loop {
             self.drain().await;
-            let deadline = self.engine.poll_timeout().map(Instant::from_std);
-            if deadline != armed {
-                if let Some(d) = deadline {
-                    sleep.as_mut().reset(d);
-                }
-                armed = deadline;
+            let deadline = self.engine.poll_timeout();
+            if self.alarm.set(deadline).is_err() {
+                self.counters.timer_errors += 1;
             }
             tokio::select! {
                 r = self.udp.recv_from(&mut buf) => match r {
@@ -550,12 +544,19 @@ impl Driver {
                     Some(cmd) => self.on_command(cmd),
                 },
                 Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
-                () = &mut sleep, if armed.is_some() => {}
+                r = self.alarm.fired(), if deadline.is_some() => {
+                    if r.is_err() {
+                        // Not seen in practice (a timerfd read fails only when it would
+                        // block); pause so that a lasting fault cannot spin the thread.
+                        self.counters.timer_errors += 1;
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
             }
-            // Trust the clock, not the timer: the sleep may have been cut short by other
+            // Trust the clock, not the timer: the wait may have been cut short by other
             // input, and any input may arrive after the deadline has passed.
             if let Some(d) = deadline
-                && Instant::now() >= d
+                && now() >= d
             {
                 // Input first, then timers: after a stall (a stopped process, a starved
                 // host) the socket holds the acks and refutations that arrived meanwhile.

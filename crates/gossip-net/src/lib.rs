@@ -11,15 +11,18 @@
 //!   served by a small task that hands the bytes read so far to the engine and writes its reply;
 //! - outgoing TCP exchanges the engine asked for, each bounded by the engine's deadline;
 //! - commands from [`Memberlist`] handles;
-//! - the engine's next deadline, checked against the clock rather than trusted to the timer.
+//! - the engine's next deadline (a timerfd, see `alarm.rs`), checked against the clock rather
+//!   than trusted to the timer.
 //!
 //! After every input the driver drains the engine's datagrams, stream requests and events.
 //! A refused TCP connection and an ICMP port-unreachable answer to a datagram (read from the
 //! socket's error queue, Linux `IP_RECVERR`) are passed to the engine as strong evidence
 //! ([`Membership::handle_unreachable`](vigil_gossip::Membership::handle_unreachable)).
 //!
-//! Time comes from `tokio::time::Instant` (of the driver's runtime).
+//! Time comes from `std::time::Instant` (the monotonic clock, which the driver's timerfd
+//! counts in; TCP exchanges' deadlines use tokio's timer).
 
+mod alarm;
 mod driver;
 mod icmp;
 mod keyring_file;

@@ -43,8 +43,13 @@ impl Membership {
         }
     }
 
+    /// Something is queued for gossip.
+    pub(super) fn has_broadcasts(&self) -> bool {
+        !self.broadcasts.is_empty() || !self.user_broadcasts.is_empty()
+    }
+
     pub(super) fn gossip(&mut self, now: Instant) {
-        if self.broadcasts.is_empty() && self.user_broadcasts.is_empty() {
+        if !self.has_broadcasts() {
             return;
         }
         let dead_window = self.config.gossip_to_the_dead_time;

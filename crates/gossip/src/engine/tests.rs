@@ -26,6 +26,8 @@ struct Net {
     /// port unreachable and TCP connections are refused (a killed process).
     absent: HashSet<usize>,
     cut: HashSet<(usize, usize)>,
+    /// Timer calls per node: the wake-ups a driver would make for it.
+    wakeups: Vec<usize>,
 }
 
 impl Net {
@@ -55,6 +57,7 @@ impl Net {
             down: HashSet::new(),
             absent: HashSet::new(),
             cut: HashSet::new(),
+            wakeups: vec![0; n],
         }
     }
 
@@ -172,6 +175,7 @@ impl Net {
                 if self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
                     let now = self.now;
                     self.nodes[i].handle_timeout(now);
+                    self.wakeups[i] += 1;
                 }
             }
         }
@@ -573,6 +577,40 @@ fn meta_updates_and_user_messages_spread() {
         assert!(net.count(i, |e| matches!(e, Event::UserMsg(m) if m == b"hello")) >= 1);
     }
     assert!(net.nodes[2].set_meta(now, vec![0; 513]).is_err());
+}
+
+#[test]
+fn an_idle_node_wakes_for_its_probes_not_for_empty_gossip_ticks() {
+    let config = Config::lan();
+    let mut net = Net::joined(3, config.clone(), 17);
+    // Let the join's broadcasts run out of retransmits.
+    net.run_for(Duration::from_secs(5));
+    let before = net.wakeups.clone();
+    let idle = Duration::from_secs(10);
+    net.run_for(idle);
+    let probes = (idle.as_nanos() / config.probe_interval.as_nanos()) as usize;
+    let ticks = (idle.as_nanos() / config.gossip_interval.as_nanos()) as usize;
+    for (i, (&after, &before)) in net.wakeups.iter().zip(&before).enumerate() {
+        let woken = after - before;
+        assert!(
+            (probes..=probes + 2).contains(&woken),
+            "node {i} woke {woken} times in {idle:?}: {probes} probes (and {ticks} gossip ticks)"
+        );
+    }
+    // What is queued while idle still goes out: at once, not a tick later.
+    let now = net.now;
+    net.nodes[1].set_meta(now, b"zone=c".to_vec()).unwrap();
+    net.run_for(Duration::from_millis(1));
+    let told = (0..3)
+        .filter(|&i| i != 1)
+        .filter(|&i| net.count(i, |e| matches!(e, Event::Update(m) if &*m.name == "node-1")) == 1)
+        .count();
+    assert!(told >= 1, "the update left within a millisecond");
+    net.run_for(Duration::from_secs(1));
+    for i in [0, 2] {
+        let m = net.nodes[i].member("node-1").unwrap();
+        assert_eq!(m.meta.as_deref(), Some(&b"zone=c"[..]), "node {i}");
+    }
 }
 
 #[test]

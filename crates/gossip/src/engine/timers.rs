@@ -42,7 +42,14 @@ impl Membership {
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.next_gossip.min(self.next_push_pull);
+        let mut t = self.next_push_pull;
+        // A gossip tick with nothing queued sends nothing, so it is not worth a wake-up: while
+        // the queues are empty `next_gossip` falls behind (advanced by whatever else wakes
+        // us), and a broadcast queued meanwhile goes out at once (as after a proven absence,
+        // see `probe.rs`) or at the tick already due. The watch keeps its own deadline.
+        if self.has_broadcasts() {
+            t = t.min(self.next_gossip);
+        }
         match &self.probe {
             // `next_probe` stays in the past while a probe runs (it advances when the probe
             // ends), so it only counts when no probe is in progress.

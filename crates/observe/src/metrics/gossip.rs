@@ -255,6 +255,11 @@ impl Collector for GossipMetrics {
                 s.udp_send_errors,
             ),
             (
+                "vigil_gossip_timer_errors",
+                "Failures arming or reading the gossip driver's timer.",
+                s.timer_errors,
+            ),
+            (
                 "vigil_gossip_user_messages",
                 "User messages received.",
                 self.user_messages,
