@@ -98,12 +98,17 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Asserts that the alarm does not fire within `ms` milliseconds.
+    async fn stays_quiet(alarm: &mut Alarm, ms: u64, why: &str) {
+        let waited = tokio::time::timeout(Duration::from_millis(ms), alarm.fired()).await;
+        assert!(waited.is_err(), "{why}");
+    }
+
     #[tokio::test]
     async fn fires_not_before_its_time_and_only_when_armed() {
         let mut alarm = Alarm::new().unwrap();
         // Disarmed: never fires.
-        let waited = tokio::time::timeout(Duration::from_millis(30), alarm.fired()).await;
-        assert!(waited.is_err(), "a disarmed alarm fired");
+        stays_quiet(&mut alarm, 30, "a disarmed alarm fired").await;
 
         // Armed, then moved later: fires at the later time, once.
         let start = Instant::now();
@@ -111,8 +116,7 @@ mod tests {
         alarm.set(Some(start + Duration::from_millis(40))).unwrap();
         alarm.fired().await.unwrap();
         assert!(start.elapsed() >= Duration::from_millis(40));
-        let again = tokio::time::timeout(Duration::from_millis(30), alarm.fired()).await;
-        assert!(again.is_err(), "a one-shot alarm fired twice");
+        stays_quiet(&mut alarm, 30, "a one-shot alarm fired twice").await;
 
         // Moved earlier, and a time already past: fires at once.
         let start = Instant::now();
@@ -128,7 +132,6 @@ mod tests {
             .set(Some(Instant::now() + Duration::from_millis(10)))
             .unwrap();
         alarm.set(None).unwrap();
-        let waited = tokio::time::timeout(Duration::from_millis(40), alarm.fired()).await;
-        assert!(waited.is_err(), "a disarmed alarm fired");
+        stays_quiet(&mut alarm, 40, "a disarmed alarm fired").await;
     }
 }
