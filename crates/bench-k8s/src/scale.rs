@@ -91,7 +91,7 @@ pub(crate) struct ScaleResult {
     /// The Node churn window.
     pub(crate) node_churn: Option<NodeChurn>,
     /// One more Service to its first ARP answer.
-    pub(crate) change: Vec<Duration>,
+    pub(crate) change: Vec<phase::Creation>,
     /// The restart sync, if the run had one.
     pub(crate) restart: Option<RestartSync>,
     /// Creation trials unanswered.
