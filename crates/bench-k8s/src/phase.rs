@@ -245,9 +245,10 @@ pub(crate) fn owner_and_next(bench: &Bench, ip: Ipv4Addr, hosts: usize) -> (usiz
 /// One Service's creation to the first ARP answer for its IP, timed from two points.
 ///
 /// The API server's own work on a create (admission, the ClusterIP, the write) grows with
-/// the objects it holds: about 13 ms of a lone create at 5,000 Services against a few at one.
-/// Neither load balancer can see the Service before that work is done, and it is the same for
-/// both, so the time from the stored Service (the create's answer) is each one's own share.
+/// the objects it holds: about 13 ms of a lone create at 5,000 Services (its audit log,
+/// received to complete) against a few in a small cluster. No load balancer does any of it
+/// or sees the Service before it is done, so the time from the stored Service (the create's
+/// answer) is each system's own share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Creation {
     /// From the create request going out.

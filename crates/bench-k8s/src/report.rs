@@ -73,7 +73,7 @@ fn phase_tables(out: &mut String, phases: &[PhaseResult], requests: &[Request], 
         out,
         "\n### Service created to its first ARP answer (ms; controller and speaker)\n\n\
          From the create request, and from its answer (the Service stored: the API server's own \
-         work on the create left out, which is the same for every system).\n\n\
+         work on the create left out: no system does any of it).\n\n\
          | system | from | n | p50 | p90 | max | unanswered | p50 / vigil | max / vigil |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|"
     );
