@@ -15,6 +15,10 @@ use crate::scale::ScaleResult;
 use crate::stats::{ms, ratio, spread};
 use crate::system::System;
 
+/// The per-trial times of creation trials, taken one way (from the request, or from the
+/// stored Service).
+type Times = fn(&[Creation]) -> Vec<Duration>;
+
 /// What the audit log says about one window of `system`.
 fn cost(requests: &[Request], nodes: &[IpAddr], system: System, w: &Window) -> Cost {
     audit::cost(requests, w.from, w.to, nodes, system.controller_user())
@@ -77,7 +81,6 @@ fn phase_tables(out: &mut String, phases: &[PhaseResult], requests: &[Request], 
          | system | from | n | p50 | p90 | max | unanswered | p50 / vigil | max / vigil |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|"
     );
-    type Times = fn(&[Creation]) -> Vec<Duration>;
     let timings: [(&str, Times); 2] = [
         ("the request", Creation::from_request),
         ("the stored Service", Creation::from_stored),
@@ -304,26 +307,18 @@ fn scale_ratio_tables(
         );
         let (v, m) = pair(&|s| Some(cost_of(s, &s.idle.0).per_node));
         ratio_row(out, "API requests per node idle (req/s)", v, m, 3);
-        let (v, m) = pair(&|s| spread(&Creation::from_request(&s.change)).map(|x| msf(x.p50)));
-        ratio_row(out, "one more Service to first ARP, p50 (ms)", v, m, 0);
-        let (v, m) = pair(&|s| spread(&Creation::from_request(&s.change)).map(|x| msf(x.max)));
-        ratio_row(out, "one more Service to first ARP, max (ms)", v, m, 0);
-        let (v, m) = pair(&|s| spread(&Creation::from_stored(&s.change)).map(|x| msf(x.p50)));
-        ratio_row(
-            out,
-            "one more Service to first ARP from the stored Service, p50 (ms)",
-            v,
-            m,
-            1,
-        );
-        let (v, m) = pair(&|s| spread(&Creation::from_stored(&s.change)).map(|x| msf(x.max)));
-        ratio_row(
-            out,
-            "one more Service to first ARP from the stored Service, max (ms)",
-            v,
-            m,
-            1,
-        );
+        let timings: [(&str, Times, usize); 2] = [
+            ("", Creation::from_request, 0),
+            (" from the stored Service", Creation::from_stored, 1),
+        ];
+        for (from, times, digits) in timings {
+            let (v, m) = pair(&|s| spread(&times(&s.change)).map(|x| msf(x.p50)));
+            let label = format!("one more Service to first ARP{from}, p50 (ms)");
+            ratio_row(out, &label, v, m, digits);
+            let (v, m) = pair(&|s| spread(&times(&s.change)).map(|x| msf(x.max)));
+            let label = format!("one more Service to first ARP{from}, max (ms)");
+            ratio_row(out, &label, v, m, digits);
+        }
         let (v, m) = pair(&|s| s.drain.map(secs));
         ratio_row(out, "drained (s)", v, m, 1);
         let (v, m) = pair(&|s| Some(secs(s.delete_took)));
